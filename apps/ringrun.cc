@@ -1,0 +1,32 @@
+// ringrun: torchrun's launcher for ringtorch programs. All logic is in runtime/launch/.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "rendezvous/error.h"
+#include "runtime/launch/launch_agent.h"
+#include "runtime/launch/launch_config.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  ringtorch::LaunchConfig config;
+  try {
+    bool help = false;
+    config = ringtorch::parse_launch_args(args, &help);
+    if (help) {
+      std::fputs(ringtorch::launch_usage().c_str(), stdout);
+      return 0;
+    }
+  } catch (const ringtorch::Error& e) {
+    std::fprintf(stderr, "ringrun: %s\n", e.what());
+    return 2;
+  }
+  try {
+    ringtorch::LaunchAgent::install_signal_handlers();
+    ringtorch::LaunchAgent agent(std::move(config));
+    return agent.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringrun: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,60 @@
+#include "rendezvous/deadline_store.h"
+
+#include "rendezvous/error.h"
+#include "rendezvous/store_wait.h"
+
+namespace ringtorch {
+
+DeadlineStore::DeadlineStore(c10::intrusive_ptr<c10d::Store> inner, std::string description,
+                             std::chrono::milliseconds timeout)
+    : c10d::Store(timeout), inner_(std::move(inner)), description_(std::move(description)) {}
+
+template <typename Fn>
+auto DeadlineStore::forward(const char* op, const std::string& key, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw IoError(str_cat("store ", description_, ": ", op, "('", key, "') failed: ", e.what(),
+                          "; the process hosting the store may have exited or the network failed"));
+  }
+}
+
+void DeadlineStore::set(const std::string& key, const std::vector<uint8_t>& value) {
+  forward("set", key, [&] { inner_->set(key, value); });
+}
+
+std::vector<uint8_t> DeadlineStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                               const std::vector<uint8_t>& desired) {
+  return forward("compareSet", key, [&] { return inner_->compareSet(key, expected, desired); });
+}
+
+std::vector<uint8_t> DeadlineStore::get(const std::string& key) {
+  wait({key}, timeout_);
+  return forward("get", key, [&] { return inner_->get(key); });
+}
+
+int64_t DeadlineStore::add(const std::string& key, int64_t value) {
+  return forward("add", key, [&] { return inner_->add(key, value); });
+}
+
+bool DeadlineStore::deleteKey(const std::string& key) {
+  return forward("deleteKey", key, [&] { return inner_->deleteKey(key); });
+}
+
+bool DeadlineStore::check(const std::vector<std::string>& keys) {
+  return forward("check", keys.empty() ? std::string() : keys.front(), [&] { return inner_->check(keys); });
+}
+
+int64_t DeadlineStore::getNumKeys() {
+  return forward("getNumKeys", "", [&] { return inner_->getNumKeys(); });
+}
+
+void DeadlineStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+
+void DeadlineStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {
+  wait_for_keys(*this, keys, timeout, description_);
+}
+
+}  // namespace ringtorch

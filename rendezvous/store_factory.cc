@@ -1,0 +1,91 @@
+#include "rendezvous/store_factory.h"
+
+#include <sys/stat.h>
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "rendezvous/deadline_store.h"
+#include "rendezvous/error.h"
+#include "rendezvous/redis_store.h"
+#include "rendezvous/store_wait.h"
+
+namespace ringtorch {
+namespace {
+
+c10::intrusive_ptr<c10d::Store> open_tcp(const StoreRequest& r) {
+  c10d::TCPStoreOptions options;
+  options.port = r.method.port;
+  options.isServer = r.host_tcp_server;
+  options.waitWorkers = false;  // join_round() waits, with messages that name the missing ranks
+  options.timeout = r.timeout;
+  try {
+    auto tcp = c10::make_intrusive<c10d::TCPStore>(r.method.host, options);
+    std::string description = str_cat("tcp://", r.method.host, ":", tcp->getPort());
+    return c10::make_intrusive<DeadlineStore>(tcp, description, r.timeout);
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    if (r.host_tcp_server) {
+      throw IoError(str_cat(r.context, "cannot host the TCP store on port ", r.method.port, ": ", e.what(),
+                            "; another job may hold the port: choose another MASTER_PORT / --master_port"));
+    }
+    throw IoError(str_cat(r.context, "cannot reach the TCP store at ", r.method.host, ":", r.method.port, " within ",
+                          format_duration_ms(r.timeout.count()), ": ", e.what(),
+                          "; check MASTER_ADDR/MASTER_PORT and that rank 0 (or the launcher on node 0) is running, or ",
+                          kRaiseTimeoutHint));
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> open_file(const StoreRequest& r) {
+  const std::string dir = r.method.path.substr(0, r.method.path.rfind('/'));
+  struct stat st{};
+  if (!dir.empty() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+    throw IoError(str_cat(r.context, "file store '", r.method.path, "': directory '", dir,
+                          "' does not exist; create it (on a filesystem every node shares)"));
+  }
+  try {
+    auto file = c10::make_intrusive<c10d::FileStore>(r.method.path, r.world_size);
+    return c10::make_intrusive<DeadlineStore>(file, "file://" + r.method.path, r.timeout);
+  } catch (const std::exception& e) {
+    throw IoError(str_cat(r.context, "cannot open file store '", r.method.path, "': ", e.what()));
+  }
+}
+
+c10::intrusive_ptr<c10d::Store> open_redis(const StoreRequest& r) {
+  RedisOptions options;
+  options.host = r.method.host;
+  options.port = r.method.port;
+  options.user = r.method.user;
+  options.password = r.method.password;
+  options.db = r.method.db;
+  options.attempt_timeout = std::min(options.attempt_timeout, r.timeout);
+  try {
+    return c10::make_intrusive<RedisStore>(options, r.timeout);
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError(r.context + e.what());
+  } catch (const IoError& e) {
+    throw IoError(r.context + e.what());
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> open_store(const StoreRequest& request) {
+  switch (request.method.scheme) {
+    case InitScheme::kTcp: return open_tcp(request);
+    case InitScheme::kFile: return open_file(request);
+    case InitScheme::kRedis: return open_redis(request);
+    case InitScheme::kEnv: break;
+  }
+  throw InvalidArgumentError("open_store: env:// names no store by itself; call rendezvous() instead");
+}
+
+uint16_t hosted_tcp_port(const c10d::Store& store) {
+  if (auto* deadline = dynamic_cast<const DeadlineStore*>(&store)) {
+    if (auto* tcp = dynamic_cast<const c10d::TCPStore*>(deadline->inner().get())) return tcp->getPort();
+  }
+  return 0;
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,313 @@
+#include "runtime/launch/launch_agent.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include "rendezvous/error.h"
+#include "rendezvous/init_method.h"
+#include "rendezvous/join.h"
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/store_factory.h"
+
+namespace ringtorch {
+namespace {
+
+std::atomic<int> g_signal{0};
+
+void record_signal(int sig) { g_signal.store(sig); }
+
+std::string random_run_id() {
+  std::random_device rd;
+  std::uniform_int_distribution<int> hex(0, 15);
+  std::string id;
+  for (int i = 0; i < 12; ++i) id.push_back("0123456789abcdef"[hex(rd)]);
+  return id;
+}
+
+std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+}  // namespace
+
+void LaunchAgent::install_signal_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = record_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = 0;  // no SA_RESTART: poll() returns early so the agent reacts at once
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+}
+
+LaunchAgent::LaunchAgent(LaunchConfig config) : config_(std::move(config)) {}
+
+LaunchAgent::~LaunchAgent() {
+  workers_.clear();  // kills and reaps any worker still running
+  for (auto* f : logs_) {
+    if (f) std::fclose(f);
+  }
+}
+
+void LaunchAgent::log(const std::string& message) const {
+  std::string line = config_.nnodes > 1 ? str_cat("[ringrun node ", config_.node_rank, "] ", message, "\n")
+                                        : "[ringrun] " + message + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void LaunchAgent::open_store() {
+  const auto timeout = config_.timeout.value_or(kDefaultTimeout);
+  StoreRequest request;
+  request.timeout = timeout;
+  request.world_size = config_.nnodes;
+  request.context = "[ringrun] ";
+  if (config_.rdzv_endpoint.empty()) {
+    request.method.scheme = InitScheme::kTcp;
+    request.method.host = config_.master_addr;
+    request.method.port = config_.master_port;
+    request.method.text = str_cat("tcp://", config_.master_addr, ":", config_.master_port);
+  } else {
+    request.method = parse_init_method(config_.rdzv_endpoint);
+  }
+  const bool tcp = request.method.scheme == InitScheme::kTcp;
+  request.host_tcp_server = tcp && config_.node_rank == 0;
+  store_ = ringtorch::open_store(request);
+  placement_.master_addr = tcp ? request.method.host : config_.master_addr;
+  placement_.master_port = tcp ? (request.host_tcp_server ? hosted_tcp_port(*store_) : request.method.port)
+                               : config_.master_port;
+  placement_.store_url = tcp ? "" : config_.rdzv_endpoint;
+}
+
+void LaunchAgent::settle_run_id() {
+  const bool fresh_tcp_store = placement_.store_url.empty();
+  std::string run_id = config_.run_id;
+  if (run_id.empty()) {
+    if (config_.nnodes == 1) {
+      run_id = random_run_id();
+    } else if (fresh_tcp_store) {
+      // Node 0's store is new for this job: node 0 picks the id, the others read it.
+      if (config_.node_rank == 0) store_->set("ringrun/run_id", to_bytes(random_run_id()));
+      run_id = to_string(store_->get("ringrun/run_id"));
+    } else {
+      throw InvalidArgumentError("--run_id is required with --rdzv_endpoint " + config_.rdzv_endpoint +
+                                 " and --nnodes > 1: every node must pass the same value (and a new one per job)");
+    }
+  }
+  MemberContext who{config_.node_rank, config_.nnodes, "node", "ringrun rendezvous of run '" + run_id + "'"};
+  auto scope = c10::make_intrusive<c10d::PrefixStore>("ringrun/" + run_id, store_);
+  const int round = join_round(*scope, who, config_.timeout.value_or(kDefaultTimeout));
+  control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id, "/", round), store_);
+  // A reused run id gets fresh worker keys too (Note [Join rounds]).
+  placement_.run_id = round == 0 ? run_id : str_cat(run_id, ".", round);
+}
+
+void LaunchAgent::start_workers(int restart) {
+  placement_.restart = restart;
+  const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
+  if (logs_.empty() && !config_.log_dir.empty()) {
+    if (::mkdir(config_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      throw IoError(str_cat("[ringrun] --log_dir ", config_.log_dir, ": ", std::strerror(errno)));
+    }
+    for (int l = 0; l < config_.nproc_per_node; ++l) {
+      const int rank = config_.node_rank * config_.nproc_per_node + l;
+      std::string path = str_cat(config_.log_dir, "/rank_", rank, ".log");
+      std::FILE* f = std::fopen(path.c_str(), "a");
+      if (!f) throw IoError(str_cat("[ringrun] cannot open log file ", path, ": ", std::strerror(errno)));
+      logs_.push_back(f);
+    }
+  }
+  for (auto* f : logs_) std::fprintf(f, "== ringrun: run %s, restart %d ==\n", placement_.run_id.c_str(), restart);
+  workers_.clear();
+  for (int l = 0; l < config_.nproc_per_node; ++l) {
+    const int rank = config_.node_rank * config_.nproc_per_node + l;
+    SpawnOptions spawn;
+    spawn.argv = worker_command(config_, l);
+    spawn.env = worker_environment(config_, placement_, l, omp_set);
+    workers_.push_back(Subprocess::spawn(spawn));
+    std::FILE* logf = logs_.empty() ? nullptr : logs_[l];
+    output_.add(workers_.back().stdout_fd(), str_cat("[rank ", rank, "]: "), false, logf);
+    output_.add(workers_.back().stderr_fd(), str_cat("[rank ", rank, "]: "), true, logf);
+  }
+}
+
+std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::string* remote_reason) {
+  if (config_.nnodes == 1) return std::nullopt;
+  try {
+    const std::string restart_key = str_cat("restart/", restart);
+    if (control_->check({restart_key})) {
+      *remote_reason = to_string(control_->get(restart_key));
+      return Outcome::kRemoteRestart;
+    }
+    if (control_->check({"abort"})) {
+      *remote_reason = to_string(control_->get("abort"));
+      return Outcome::kRemoteAbort;
+    }
+  } catch (const std::exception& e) {
+    // The store lives on node 0: losing it means node 0's ringrun is gone.
+    *remote_reason = str_cat("lost the store (node 0's ringrun has exited?): ", e.what());
+    return Outcome::kRemoteAbort;
+  }
+  return std::nullopt;
+}
+
+LaunchAgent::Outcome LaunchAgent::monitor(int restart, Failure* failure, std::string* remote_reason) {
+  auto next_store_check = std::chrono::steady_clock::now();
+  while (true) {
+    output_.pump(config_.monitor_interval);
+    if (g_signal.load() != 0) return Outcome::kSignal;
+    bool all_done = true;
+    for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {
+      auto status = workers_[l].poll();
+      if (!status) {
+        all_done = false;
+        continue;
+      }
+      if (!status->success()) {
+        *failure = Failure{config_.node_rank * config_.nproc_per_node + l, l, workers_[l].pid(), *status};
+        return Outcome::kLocalFailure;
+      }
+    }
+    if (all_done) {
+      drain_output();
+      return Outcome::kSucceeded;
+    }
+    if (std::chrono::steady_clock::now() >= next_store_check) {
+      if (auto remote = check_store(restart, remote_reason)) return *remote;
+      next_store_check = std::chrono::steady_clock::now() + config_.monitor_interval;
+    }
+  }
+}
+
+void LaunchAgent::stop_workers(int sig) {
+  for (auto& w : workers_) w.signal(sig);
+  const auto deadline = std::chrono::steady_clock::now() + config_.term_timeout;
+  auto all_ended = [&] {
+    bool ended = true;
+    for (auto& w : workers_) ended = w.poll().has_value() && ended;
+    return ended;
+  };
+  while (!all_ended() && std::chrono::steady_clock::now() < deadline) output_.pump(std::chrono::milliseconds(20));
+  for (auto& w : workers_) {
+    if (w.running()) {
+      log(str_cat("worker pid ", w.pid(), " ignored ", signal_name(sig), " for ",
+                  format_duration_ms(config_.term_timeout.count()), "; sending SIGKILL"));
+      w.signal(SIGKILL);
+      w.wait();
+    }
+  }
+  drain_output();
+}
+
+void LaunchAgent::drain_output() {
+  // Forward what the workers wrote before they ended. Bounded: a worker's own child may still
+  // hold the pipes open.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (output_.pump(std::chrono::milliseconds(10)) && std::chrono::steady_clock::now() < deadline) {
+  }
+  for (auto& w : workers_) {
+    output_.remove(w.stdout_fd());
+    output_.remove(w.stderr_fd());
+  }
+}
+
+LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string* remote_reason) {
+  control_->set(str_cat("done/", restart, "/", config_.node_rank), {'1'});
+  std::vector<std::string> done;
+  for (int n = 0; n < config_.nnodes; ++n) done.push_back(str_cat("done/", restart, "/", n));
+  // Other nodes may train for hours: no deadline here, but a failure or a lost store ends the wait.
+  while (true) {
+    if (g_signal.load() != 0) return Outcome::kSignal;
+    try {
+      if (control_->check(done)) return Outcome::kSucceeded;
+    } catch (const std::exception& e) {
+      *remote_reason = str_cat("lost the store while waiting for the other nodes: ", e.what());
+      return Outcome::kRemoteAbort;
+    }
+    if (auto remote = check_store(restart, remote_reason)) return *remote;
+    std::this_thread::sleep_for(config_.monitor_interval);
+  }
+}
+
+int LaunchAgent::run() {
+  open_store();
+  settle_run_id();
+  const int world = config_.nnodes * config_.nproc_per_node;
+  log(str_cat("run ", placement_.run_id, ": ", config_.nproc_per_node, " worker", config_.nproc_per_node > 1 ? "s" : "",
+              " on node ", config_.node_rank, " of ", config_.nnodes, ", world size ", world, ", store ",
+              placement_.store_url.empty() ? str_cat("tcp://", placement_.master_addr, ":", placement_.master_port)
+                                           : placement_.store_url));
+  for (int restart = 0;; ++restart) {
+    start_workers(restart);
+    Failure failure;
+    std::string reason;
+    Outcome outcome = monitor(restart, &failure, &reason);
+    if (outcome == Outcome::kSucceeded && config_.nnodes > 1) outcome = wait_for_other_nodes(restart, &reason);
+    switch (outcome) {
+      case Outcome::kSucceeded:
+        log(str_cat("all workers succeeded"));
+        return 0;
+      case Outcome::kSignal: {
+        const int sig = g_signal.load();
+        log(str_cat("received ", signal_name(sig), "; stopping the workers"));
+        if (config_.nnodes > 1) {
+          try {
+            control_->set("abort", to_bytes(str_cat("node ", config_.node_rank, "'s ringrun received ", signal_name(sig))));
+          } catch (const std::exception&) {
+          }
+        }
+        stop_workers(sig == SIGHUP ? SIGTERM : sig);
+        return 128 + sig;
+      }
+      case Outcome::kRemoteAbort:
+        log("stopping: " + reason);
+        stop_workers(SIGTERM);
+        return 1;
+      case Outcome::kRemoteRestart:
+        if (restart >= config_.max_restarts) {
+          log("stopping: " + reason + " and no restarts are left here (--max_restarts " +
+              std::to_string(config_.max_restarts) + " differs between nodes?)");
+          stop_workers(SIGTERM);
+          return 1;
+        }
+        log(str_cat(reason, "; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts, ")"));
+        stop_workers(SIGTERM);
+        continue;
+      case Outcome::kLocalFailure: {
+        const std::string what = str_cat("rank ", failure.rank, " (local rank ", failure.local_rank, ", pid ",
+                                         failure.pid, ") failed with ", failure.status.describe());
+        const bool restart_left = restart < config_.max_restarts;
+        if (config_.nnodes > 1) {
+          try {
+            if (restart_left) {
+              control_->set(str_cat("restart/", restart), to_bytes(str_cat("node ", config_.node_rank, ": ", what)));
+            } else {
+              control_->set("abort", to_bytes(str_cat("node ", config_.node_rank, ": ", what)));
+            }
+          } catch (const std::exception& e) {
+            log(str_cat("could not tell the other nodes through the store: ", e.what()));
+          }
+        }
+        if (restart_left) {
+          log(str_cat(what, "; stopping the others and restarting the group (restart ", restart + 1, " of ",
+                      config_.max_restarts, ")"));
+          stop_workers(SIGTERM);
+          continue;
+        }
+        log(str_cat(what, "; stopping the others; no restarts left (--max_restarts ", config_.max_restarts,
+                    "), exiting with ", failure.status.shell_code()));
+        stop_workers(SIGTERM);
+        return failure.status.shell_code();
+      }
+    }
+  }
+}
+
+}  // namespace ringtorch

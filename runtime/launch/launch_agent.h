@@ -1,0 +1,70 @@
+// LaunchAgent: what ringrun does on one node (see docs/launcher.md).
+//
+//  1. Opens the store: node 0 hosts a c10d::TCPStore (or all nodes open the file:// / redis://
+//     endpoint), agrees on a run id, and joins the agents' round (Note [Join rounds]).
+//  2. Starts --nproc_per_node workers with torchrun's variables and forwards their output.
+//  3. Watches them. When one fails, it stops the others (SIGTERM, then SIGKILL after
+//     --term_timeout) and either restarts the whole group with the next restart count (every
+//     node, told through the store) or, with no restarts left, ends with that worker's code.
+//  4. Passes SIGINT/SIGTERM on to every worker and ends with 128 + signal.
+//  5. With several nodes, waits until every node's workers are done before leaving (node 0 keeps
+//     the store up for the others).
+//
+// Thread-safety: single-threaded; run() is called once.
+#pragma once
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "runtime/launch/launch_config.h"
+#include "runtime/launch/output_forwarder.h"
+#include "runtime/launch/subprocess.h"
+#include "runtime/launch/worker_env.h"
+
+namespace ringtorch {
+
+class LaunchAgent {
+ public:
+  explicit LaunchAgent(LaunchConfig config);
+  ~LaunchAgent();
+
+  // Blocks until the job ends; returns ringrun's exit status.
+  int run();
+
+  // Call once from main() before run(): SIGINT, SIGTERM and SIGHUP are then recorded for the
+  // agent (and passed on to workers) instead of killing ringrun outright.
+  static void install_signal_handlers();
+
+ private:
+  struct Failure {
+    int rank = 0;
+    int local_rank = 0;
+    pid_t pid = 0;
+    ExitStatus status;
+  };
+  enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kRemoteAbort, kSignal };
+
+  void open_store();
+  void settle_run_id();
+  void start_workers(int restart);
+  Outcome monitor(int restart, Failure* failure, std::string* remote_reason);
+  Outcome wait_for_other_nodes(int restart, std::string* remote_reason);
+  std::optional<Outcome> check_store(int restart, std::string* remote_reason);
+  void stop_workers(int sig);
+  void drain_output();
+  void log(const std::string& message) const;
+
+  const LaunchConfig config_;
+  JobPlacement placement_;
+  c10::intrusive_ptr<c10d::Store> store_;  // the rendezvous store (hosted here on node 0)
+  c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/<round>/
+  std::vector<Subprocess> workers_;
+  std::vector<std::FILE*> logs_;  // one per local rank when --log_dir is given
+  OutputForwarder output_;
+};
+
+}  // namespace ringtorch

@@ -1,0 +1,159 @@
+#include "runtime/launch/launch_config.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "rendezvous/error.h"
+#include "rendezvous/init_method.h"
+
+namespace ringtorch {
+namespace {
+
+// torchrun accepts both --nproc_per_node and --nproc-per-node.
+std::string canonical_flag(std::string flag) {
+  std::replace(flag.begin(), flag.end(), '-', '_');
+  return flag;
+}
+
+int parse_nnodes(const std::string& value) {
+  // torchrun's elastic form MIN:MAX is accepted when MIN == MAX (a fixed size).
+  auto colon = value.find(':');
+  if (colon == std::string::npos) return parse_int_in_range(value, 1, 1 << 16, "--nnodes");
+  int lo = parse_int_in_range(value.substr(0, colon), 1, 1 << 16, "--nnodes minimum");
+  int hi = parse_int_in_range(value.substr(colon + 1), 1, 1 << 16, "--nnodes maximum");
+  if (lo != hi) {
+    throw InvalidArgumentError("--nnodes " + value +
+                               ": elastic membership (MIN != MAX) is not supported; give a fixed node count");
+  }
+  return lo;
+}
+
+}  // namespace
+
+LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help) {
+  LaunchConfig c;
+  *help = false;
+  bool master_port_given = false;
+  using Setter = std::function<void(const std::string&)>;
+  const std::map<std::string, Setter> with_value = {
+      {"__nproc_per_node", [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); }},
+      {"__nnodes", [&](const std::string& v) { c.nnodes = parse_nnodes(v); }},
+      {"__node_rank", [&](const std::string& v) { c.node_rank = parse_int_in_range(v, 0, 1 << 16, "--node_rank"); }},
+      {"__master_addr", [&](const std::string& v) { c.master_addr = v; }},
+      {"__master_port", [&](const std::string& v) {
+         c.master_port = static_cast<uint16_t>(parse_int_in_range(v, 1, 65535, "--master_port"));
+         master_port_given = true;
+       }},
+      {"__rdzv_endpoint", [&](const std::string& v) { c.rdzv_endpoint = v; }},
+      {"__rdzv_backend", [&](const std::string& v) {
+         if (v != "c10d" && v != "static") {
+           throw InvalidArgumentError("--rdzv_backend " + v + ": ringrun supports c10d and static (both mean: "
+                                      "the store named by --rdzv_endpoint or --master_addr/--master_port)");
+         }
+       }},
+      {"__max_restarts", [&](const std::string& v) { c.max_restarts = parse_int_in_range(v, 0, 1 << 20, "--max_restarts"); }},
+      {"__log_dir", [&](const std::string& v) { c.log_dir = v; }},
+      {"__run_id", [&](const std::string& v) { c.run_id = v; }},
+      {"__rdzv_id", [&](const std::string& v) { c.run_id = v; }},
+      {"__timeout", [&](const std::string& v) { c.timeout = parse_seconds(v, "--timeout"); }},
+      {"__term_timeout", [&](const std::string& v) { c.term_timeout = parse_seconds(v, "--term_timeout"); }},
+      {"__monitor_interval", [&](const std::string& v) { c.monitor_interval = parse_seconds(v, "--monitor_interval"); }},
+  };
+  size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.rfind("--", 0) != 0) break;  // the program starts here
+    std::string flag = arg, value;
+    bool inline_value = false;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      flag = arg.substr(0, eq);
+      value = arg.substr(eq + 1);
+      inline_value = true;
+    }
+    flag = canonical_flag(flag);
+    if (flag == "__help") {
+      *help = true;
+      return c;
+    }
+    if (flag == "__standalone" || flag == "__use_env" || flag == "__no_python") {
+      if (inline_value) throw InvalidArgumentError(arg + ": this flag takes no value");
+      if (flag == "__standalone") c.standalone = true;
+      if (flag == "__use_env") c.use_env = true;
+      continue;  // --no_python: ringrun always executes the program directly
+    }
+    auto it = with_value.find(flag);
+    if (it == with_value.end()) {
+      throw InvalidArgumentError("unknown flag " + arg.substr(0, arg.find('=')) + "; see ringrun --help");
+    }
+    if (!inline_value) {
+      if (i + 1 >= args.size()) throw InvalidArgumentError(arg + " needs a value; see ringrun --help");
+      value = args[++i];
+    }
+    it->second(value);
+  }
+  c.program.assign(args.begin() + static_cast<long>(i), args.end());
+  if (c.program.empty()) throw InvalidArgumentError("no program to launch; usage: ringrun [flags] PROGRAM [ARGS...]");
+  if (c.standalone) {
+    if (c.nnodes != 1 || c.node_rank != 0) throw InvalidArgumentError("--standalone runs one node: drop --nnodes/--node_rank");
+    if (!c.rdzv_endpoint.empty()) throw InvalidArgumentError("--standalone hosts its own store: drop --rdzv_endpoint");
+    c.master_addr = "127.0.0.1";
+    if (!master_port_given) c.master_port = 0;  // a free port
+  }
+  if (c.node_rank >= c.nnodes) {
+    throw InvalidArgumentError("--node_rank " + std::to_string(c.node_rank) + " is outside [0, " +
+                               std::to_string(c.nnodes) + ") for --nnodes " + std::to_string(c.nnodes));
+  }
+  if (!c.rdzv_endpoint.empty() && c.rdzv_endpoint.find("://") == std::string::npos) {
+    c.rdzv_endpoint = "tcp://" + c.rdzv_endpoint;  // torchrun's HOST:PORT form
+  }
+  if (!c.rdzv_endpoint.empty()) {
+    InitMethod m = parse_init_method(c.rdzv_endpoint);
+    if (m.scheme == InitScheme::kEnv) throw InvalidArgumentError("--rdzv_endpoint env:// names no store; give tcp://, file:// or redis://");
+  }
+  if (!c.run_id.empty() && c.run_id.find('/') != std::string::npos) {
+    throw InvalidArgumentError("--run_id " + c.run_id + ": must not contain '/'");
+  }
+  return c;
+}
+
+std::string launch_usage() {
+  return R"(usage: ringrun [flags] PROGRAM [ARGS...]
+
+Starts --nproc_per_node copies of PROGRAM on this node, as torchrun does, with RANK, LOCAL_RANK,
+WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RUN_ID,
+TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_USE_AGENT_STORE=True set for each. Node 0's ringrun
+hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: ".
+
+  --nproc_per_node N     workers on this node (default 1)
+  --nnodes N             nodes in the job (default 1; MIN:MAX accepted when MIN == MAX)
+  --node_rank R          this node's index in [0, nnodes) (default 0)
+  --master_addr HOST     address of node 0 (default 127.0.0.1)
+  --master_port PORT     port of the store on node 0 (default 29500)
+  --rdzv_endpoint URL    the store instead: tcp://HOST:PORT (hosted by node 0), file:///PATH,
+                         redis://[USER:PASSWORD@]HOST[:PORT][/DB], or HOST:PORT
+  --rdzv_backend NAME    accepted for torchrun compatibility: c10d or static
+  --standalone           one node; the store on 127.0.0.1 at a free port
+  --run_id ID            the job's id (alias --rdzv_id); generated when absent, required with a
+                         file:// or redis:// endpoint and several nodes
+  --max_restarts N       restart the whole group up to N times when a worker fails (default 0)
+  --log_dir DIR          also write each rank's output to DIR/rank_N.log
+  --use_env              do not pass --local_rank=N to PROGRAM (torch.distributed.launch passes
+                         it unless --use_env; give --use_env for programs that reject it)
+  --no_python            accepted for torchrun compatibility (PROGRAM is always executed directly)
+  --timeout SECONDS      rendezvous and store timeout, exported to workers as RINGTORCH_TIMEOUT
+  --term_timeout SECONDS grace between SIGTERM and SIGKILL when stopping workers (default 5)
+  --monitor_interval S   how often workers and the store are checked (default 0.1)
+  --help                 this text
+
+Exit status: 0 when every worker succeeded; else the failing worker's exit code (128 + signal
+number when it was killed by a signal); 2 for bad flags; 128 + signal when ringrun itself was
+interrupted (SIGINT/SIGTERM are passed on to every worker).
+)";
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,38 @@
+// ringrun's configuration: torchrun's flags (and torch.distributed.launch's legacy ones), parsed
+// without side effects. docs/launcher.md documents every flag; launch_usage() prints them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ringtorch {
+
+struct LaunchConfig {
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;
+  // Where the store lives: empty (tcp://master_addr:master_port, hosted by node 0), or a
+  // tcp:// (hosted by node 0), file:// or redis:// URL. "HOST:PORT" means tcp://HOST:PORT.
+  std::string rdzv_endpoint;
+  bool standalone = false;  // one node, store on 127.0.0.1 at a free port
+  int max_restarts = 0;
+  std::string log_dir;  // empty: no log files
+  std::string run_id;  // empty: generated (or agreed through node 0's store)
+  bool use_env = false;  // false: pass --local_rank=N to the program (torch.distributed.launch)
+  std::optional<std::chrono::milliseconds> timeout;  // rendezvous/store timeout, also given to workers
+  std::chrono::milliseconds term_timeout{5000};  // SIGTERM -> SIGKILL grace period
+  std::chrono::milliseconds monitor_interval{100};
+  std::vector<std::string> program;  // the program and its arguments
+};
+
+// Throws InvalidArgumentError naming the flag and the value. `--help` yields help = true.
+LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help);
+
+std::string launch_usage();
+
+}  // namespace ringtorch

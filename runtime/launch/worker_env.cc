@@ -1,0 +1,48 @@
+#include "runtime/launch/worker_env.h"
+
+#include <chrono>
+
+namespace ringtorch {
+
+std::map<std::string, std::string> worker_environment(const LaunchConfig& c, const JobPlacement& p, int local_rank,
+                                                      bool omp_threads_already_set) {
+  const int rank = c.node_rank * c.nproc_per_node + local_rank;
+  const int world = c.nnodes * c.nproc_per_node;
+  std::map<std::string, std::string> env = {
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(c.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(c.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(c.nnodes)},
+      {"ROLE_NAME", "default"},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
+      {"MASTER_ADDR", p.master_addr},
+      {"MASTER_PORT", std::to_string(p.master_port)},
+      // The launcher hosts (or names) the store: workers connect as clients, rank 0 included.
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"TORCHELASTIC_RUN_ID", p.run_id},
+      {"RINGTORCH_RUN_ID", p.run_id},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(p.restart)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(c.max_restarts)},
+      // Workers must not inherit a stale endpoint from the launcher's own environment.
+      {"RINGTORCH_RDZV_ENDPOINT", p.store_url},
+  };
+  if (c.timeout) {
+    env["RINGTORCH_TIMEOUT"] = std::to_string(std::chrono::duration<double>(*c.timeout).count());
+  }
+  // As torchrun: several workers per node each with all cores' worth of threads oversubscribe.
+  if (c.nproc_per_node > 1 && !omp_threads_already_set) env["OMP_NUM_THREADS"] = "1";
+  return env;
+}
+
+std::vector<std::string> worker_command(const LaunchConfig& c, int local_rank) {
+  std::vector<std::string> argv;
+  argv.push_back(c.program.front());
+  if (!c.use_env) argv.push_back("--local_rank=" + std::to_string(local_rank));
+  argv.insert(argv.end(), c.program.begin() + 1, c.program.end());
+  return argv;
+}
+
+}  // namespace ringtorch

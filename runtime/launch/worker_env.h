@@ -1,0 +1,26 @@
+// The environment and command line ringrun gives each worker (pure; unit-tested).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "runtime/launch/launch_config.h"
+
+namespace ringtorch {
+
+// What the agent has settled before it starts a generation of workers.
+struct JobPlacement {
+  std::string run_id;  // what workers see as TORCHELASTIC_RUN_ID / RINGTORCH_RUN_ID
+  int restart = 0;
+  std::string master_addr;
+  uint16_t master_port = 0;  // the port the store really listens on (after --standalone)
+  std::string store_url;  // file:// or redis:// endpoint; empty for the node-0 TCP store
+};
+
+std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,
+                                                      int local_rank, bool omp_threads_already_set);
+
+std::vector<std::string> worker_command(const LaunchConfig& config, int local_rank);
+
+}  // namespace ringtorch
