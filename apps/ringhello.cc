@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
                 static_cast<long long>(total), static_cast<long long>(expected), total == expected ? "OK" : "WRONG");
     std::fflush(stdout);
     // Nobody leaves while others may still read: the store may live in this very process.
-    ringtorch::store_barrier(*rdzv.store, "done", who, rdzv.timeout);
+    ringtorch::leave_barrier(*rdzv.store, "done", who, rdzv.timeout);
     return total == expected ? 0 : 1;
   } catch (const ringtorch::Error& e) {
     std::fprintf(stderr, "ringhello: %s error: %s\n", ringtorch::error_kind_name(e.kind()), e.what());

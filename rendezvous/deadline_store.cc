@@ -40,7 +40,13 @@ int64_t DeadlineStore::add(const std::string& key, int64_t value) {
 }
 
 bool DeadlineStore::deleteKey(const std::string& key) {
-  return forward("deleteKey", key, [&] { return inner_->deleteKey(key); });
+  // c10d's FileStore answers true even for a key that was not there: ask first, so that every
+  // store reports "did it exist" the same way.
+  return forward("deleteKey", key, [&] {
+    const bool existed = inner_->check({key});
+    inner_->deleteKey(key);
+    return existed;
+  });
 }
 
 bool DeadlineStore::check(const std::vector<std::string>& keys) {

@@ -60,4 +60,12 @@ void store_barrier(c10d::Store& store, const std::string& name, const MemberCont
   wait_for_members(store, prefix, who, timeout, "barrier '" + name + "'");
 }
 
+void leave_barrier(c10d::Store& store, const std::string& name, const MemberContext& who,
+                   std::chrono::milliseconds timeout) {
+  store_barrier(store, name, who, timeout);
+  const std::string prefix = "left/" + name + "/";
+  store.set(prefix + std::to_string(who.member), {'1'});
+  if (who.member == 0) wait_for_members(store, prefix, who, timeout, "leaving '" + name + "'");
+}
+
 }  // namespace ringtorch

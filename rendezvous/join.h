@@ -31,8 +31,15 @@ std::string member_prefix(const MemberContext& who);
 // Joins the next round under `scope` (a store already prefixed for the run). Returns the round.
 int join_round(c10d::Store& scope, const MemberContext& who, std::chrono::milliseconds timeout);
 
-// Waits until every member has reached barrier `name` (keys "<name>/<member>").
+// Waits until every member has reached barrier `name` (keys "barrier/<name>/<member>").
 void store_barrier(c10d::Store& store, const std::string& name, const MemberContext& who,
+                   std::chrono::milliseconds timeout);
+
+// The last barrier before members stop using the store. A plain barrier is not enough when one
+// member hosts the store (rank 0's TCPStore): it could pass and exit while the others are still
+// polling for the barrier's keys. Here every member also says it has left, and member 0 waits
+// for all of them before returning.
+void leave_barrier(c10d::Store& store, const std::string& name, const MemberContext& who,
                    std::chrono::milliseconds timeout);
 
 }  // namespace ringtorch

@@ -70,8 +70,9 @@ void RedisStore::connect_locked(Clock::time_point deadline) {
     }
     last_error = context_ ? context_->errstr : "out of memory";
     context_.reset();
-    if (Clock::now() + pause >= deadline) break;
-    std::this_thread::sleep_for(pause);
+    now = Clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
   throw IoError(str_cat("store ", description_, ": cannot connect to the Redis server: ", last_error,

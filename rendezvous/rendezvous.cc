@@ -90,7 +90,6 @@ Rendezvous rendezvous(const RendezvousOptions& options) {
   r.timeout = options.timeout ? *options.timeout : method.timeout ? *method.timeout : job.timeout.value_or(kDefaultTimeout);
 
   StoreRequest request;
-  request.world_size = r.world_size;
   request.timeout = r.timeout;
   request.context = r.describe();
   if (method.scheme == InitScheme::kEnv) {

@@ -1,6 +1,12 @@
 #include "rendezvous/store_factory.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -18,7 +24,9 @@ c10::intrusive_ptr<c10d::Store> open_tcp(const StoreRequest& r) {
   options.port = r.method.port;
   options.isServer = r.host_tcp_server;
   options.waitWorkers = false;  // join_round() waits, with messages that name the missing ranks
-  options.timeout = r.timeout;
+  // LibTorch 1.13 truncates this timeout to whole seconds when connecting (below 1 s it gives
+  // up at once): round up. Waits keep millisecond deadlines in DeadlineStore.
+  options.timeout = std::chrono::ceil<std::chrono::seconds>(r.timeout);
   try {
     auto tcp = c10::make_intrusive<c10d::TCPStore>(r.method.host, options);
     std::string description = str_cat("tcp://", r.method.host, ":", tcp->getPort());
@@ -44,8 +52,21 @@ c10::intrusive_ptr<c10d::Store> open_file(const StoreRequest& r) {
     throw IoError(str_cat(r.context, "file store '", r.method.path, "': directory '", dir,
                           "' does not exist; create it (on a filesystem every node shares)"));
   }
+  // c10d's FileStore waits (holding its lock, up to its own timeout) for the file to appear when
+  // check() or get() runs before the first write: create it now, and bound that wait.
+  int fd = ::open(r.method.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw IoError(str_cat(r.context, "cannot create file store '", r.method.path, "': ", std::strerror(errno)));
+  }
+  ::close(fd);
   try {
-    auto file = c10::make_intrusive<c10d::FileStore>(r.method.path, r.world_size);
+    // Note [File store lifetime]: c10d's FileStore deletes its file when as many instances as
+    // `numWorkers` have closed it, counting in the file itself. A file left by a crashed job
+    // carries that count over, so the next job's file vanished under ranks still using it.
+    // ringtorch never deletes the file: join rounds make a reused file safe, and the user
+    // removes it (or picks a fresh path) when the job is over.
+    auto file = c10::make_intrusive<c10d::FileStore>(r.method.path, std::numeric_limits<int>::max());
+    file->setTimeout(r.timeout);
     return c10::make_intrusive<DeadlineStore>(file, "file://" + r.method.path, r.timeout);
   } catch (const std::exception& e) {
     throw IoError(str_cat(r.context, "cannot open file store '", r.method.path, "': ", e.what()));

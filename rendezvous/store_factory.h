@@ -15,7 +15,6 @@ namespace ringtorch {
 struct StoreRequest {
   InitMethod method;  // tcp, file or redis (env:// is resolved by rendezvous() first)
   bool host_tcp_server = false;  // tcp: this process hosts the TCPStore (port 0: any free port)
-  int world_size = 1;  // file: workers sharing the file (it is removed when all have closed it)
   std::chrono::milliseconds timeout{300000};  // connect and per-operation timeout
   std::string context;  // "[rank 1/2] " or "[ringrun] ", prefixed to connection errors
 };

@@ -67,7 +67,6 @@ void LaunchAgent::open_store() {
   const auto timeout = config_.timeout.value_or(kDefaultTimeout);
   StoreRequest request;
   request.timeout = timeout;
-  request.world_size = config_.nnodes;
   request.context = "[ringrun] ";
   if (config_.rdzv_endpoint.empty()) {
     request.method.scheme = InitScheme::kTcp;

@@ -2,6 +2,8 @@
 //
 // The child runs in its own process group (so signal() reaches its children too) and gets
 // SIGKILL when the parent dies (PR_SET_PDEATHSIG): a launcher that is killed leaves no orphans.
+// Linux ties that signal to the *thread* that called spawn(): spawn from a thread that lives as
+// long as the child should.
 // A program that cannot be executed is reported by spawn() as IoError (through a close-on-exec
 // pipe), not as a mysterious exit code 127.
 //

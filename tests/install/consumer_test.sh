@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs the build tree into a temporary prefix, builds tests/install/consumer against it with
+# find_package(ringtorch), and runs the result.
+set -euo pipefail
+build_dir=$1
+consumer_src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
+test -x "$work/prefix/bin/ringrun" || { echo "ringrun was not installed"; exit 1; }
+test -f "$work/prefix/lib/cmake/ringtorch/ringtorchConfig.cmake" || { echo "no ringtorchConfig.cmake"; exit 1; }
+cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log" 2>&1 ||
+  { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+"$work/build/consumer" "$work/store" | tee "$work/run.log"
+grep -q "consumer: rank 0/1, store says ok" "$work/run.log"
+echo "consumer project built and ran against the installed ringtorch"

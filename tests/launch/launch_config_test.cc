@@ -1,0 +1,107 @@
+#include "runtime/launch/launch_config.h"
+
+#include <gtest/gtest.h>
+
+#include "rendezvous/error.h"
+#include "runtime/launch/worker_env.h"
+
+namespace ringtorch {
+namespace {
+
+LaunchConfig parse(std::vector<std::string> args) {
+  bool help = false;
+  return parse_launch_args(args, &help);
+}
+
+TEST(LaunchConfig, TorchrunFlagsInEverySpelling) {
+  auto c = parse({"--nproc_per_node=2", "--nnodes", "3", "--node-rank", "1", "--master_addr=10.0.0.1",
+                  "--master-port", "23456", "--max_restarts", "2", "--run_id", "job", "prog", "--lr", "0.1"});
+  EXPECT_EQ(c.nproc_per_node, 2);
+  EXPECT_EQ(c.nnodes, 3);
+  EXPECT_EQ(c.node_rank, 1);
+  EXPECT_EQ(c.master_addr, "10.0.0.1");
+  EXPECT_EQ(c.master_port, 23456);
+  EXPECT_EQ(c.max_restarts, 2);
+  EXPECT_EQ(c.run_id, "job");
+  EXPECT_EQ(c.program, (std::vector<std::string>{"prog", "--lr", "0.1"}));
+}
+
+TEST(LaunchConfig, StandaloneUsesLoopbackAndAFreePort) {
+  auto c = parse({"--standalone", "--nproc_per_node", "2", "prog"});
+  EXPECT_TRUE(c.standalone);
+  EXPECT_EQ(c.master_addr, "127.0.0.1");
+  EXPECT_EQ(c.master_port, 0);
+}
+
+TEST(LaunchConfig, EndpointForms) {
+  EXPECT_EQ(parse({"--rdzv_endpoint", "node0:29400", "p"}).rdzv_endpoint, "tcp://node0:29400");
+  EXPECT_EQ(parse({"--rdzv_endpoint=redis://r:6379/1", "p"}).rdzv_endpoint, "redis://r:6379/1");
+  EXPECT_EQ(parse({"--nnodes=2:2", "p"}).nnodes, 2);
+  EXPECT_EQ(parse({"--", "--program-with-dashes"}).program.front(), "--program-with-dashes");
+}
+
+TEST(LaunchConfig, HelpDocumentsEveryFlag) {
+  bool help = false;
+  parse_launch_args({"--help"}, &help);
+  EXPECT_TRUE(help);
+  for (const char* flag : {"--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
+                           "--rdzv_endpoint", "--standalone", "--max_restarts", "--log_dir", "--run_id", "--use_env",
+                           "--timeout", "--term_timeout"}) {
+    EXPECT_NE(launch_usage().find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(LaunchConfig, BadFlagsNameTheProblem) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--nproc_per_node", "0", "p"}, "--nproc_per_node: 0 is outside"},
+      {{"--nproc_per_node", "two", "p"}, "not an integer"},
+      {{"--nnodes", "1:4", "p"}, "elastic membership"},
+      {{"--node_rank", "2", "--nnodes", "2", "p"}, "--node_rank 2 is outside [0, 2)"},
+      {{"--frobnicate", "p"}, "unknown flag --frobnicate"},
+      {{"--nproc_per_node"}, "needs a value"},
+      {{"--nproc_per_node", "2"}, "no program to launch"},
+      {{"--standalone", "--nnodes", "2", "p"}, "--standalone runs one node"},
+      {{"--rdzv_endpoint", "ftp://x", "p"}, "unknown scheme"},
+      {{"--master_port", "70000", "p"}, "outside [1, 65535]"},
+      {{"--standalone=yes", "p"}, "takes no value"},
+      {{"--rdzv_backend", "etcd", "p"}, "supports c10d and static"},
+  };
+  for (const auto& [args, expected] : cases) {
+    try {
+      parse(args);
+      ADD_FAILURE() << "accepted: " << args.front();
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
+  auto c = parse({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
+  JobPlacement p{"run7", 2, "10.0.0.1", 29400, ""};
+  auto env = worker_environment(c, p, 1, false);
+  EXPECT_EQ(env["RANK"], "3");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "1");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29400");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "run7");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(env["RINGTORCH_TIMEOUT"].substr(0, 2), "30");
+  EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
+}
+
+TEST(WorkerCommand, LegacyLocalRankUnlessUseEnv) {
+  auto legacy = parse({"prog", "a"});
+  EXPECT_EQ(worker_command(legacy, 1), (std::vector<std::string>{"prog", "--local_rank=1", "a"}));
+  auto env_only = parse({"--use_env", "prog", "a"});
+  EXPECT_EQ(worker_command(env_only, 1), (std::vector<std::string>{"prog", "a"}));
+}
+
+}  // namespace
+}  // namespace ringtorch

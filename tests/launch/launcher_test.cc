@@ -1,0 +1,204 @@
+// ringrun end to end: real ringrun processes, real workers (ringhello and small shell scripts).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "runtime/launch/subprocess.h"
+#include "support/test_paths.h"
+
+namespace ringtorch {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::build_path;
+using testing::free_port;
+using testing::process_alive;
+using testing::read_file;
+using testing::TempDir;
+
+struct LaunchResult {
+  ExitStatus status;
+  std::string out, err;
+};
+
+std::string drain(int fd) {
+  std::string all;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof(buf))) > 0) all.append(buf, static_cast<size_t>(n));
+  return all;
+}
+
+Subprocess start_ringrun(const std::vector<std::string>& args) {
+  SpawnOptions spawn;
+  spawn.argv = {build_path("apps/ringrun")};
+  spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
+  for (const char* v : {"RANK", "WORLD_SIZE", "RINGTORCH_RUN_ID", "RINGTORCH_RDZV_ENDPOINT", "RINGTORCH_TIMEOUT"}) {
+    spawn.env[v] = "";
+  }
+  return Subprocess::spawn(spawn);
+}
+
+LaunchResult finish(Subprocess& p) {
+  LaunchResult r;
+  std::thread err_reader([&] { r.err = drain(p.stderr_fd()); });
+  r.out = drain(p.stdout_fd());
+  err_reader.join();
+  r.status = p.wait();
+  return r;
+}
+
+LaunchResult ringrun(const std::vector<std::string>& args) {
+  auto p = start_ringrun(args);
+  return finish(p);
+}
+
+// Waits until `path` exists (a worker announcing itself), up to 60 s.
+bool wait_for_file(const std::string& path) {
+  for (int i = 0; i < 6000; ++i) {
+    if (::access(path.c_str(), F_OK) == 0) return true;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return false;
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST(Ringrun, StandaloneTwoWorkersRendezvousWithLegacyLocalRank) {
+  auto r = ringrun({"--standalone", "--nproc_per_node", "2", build_path("apps/ringhello")});
+  EXPECT_EQ(r.status.code, 0) << r.err;
+  EXPECT_EQ(count(r.out, "sum of ranks through the store: 1 (expected 1) OK"), 2) << r.out;
+  EXPECT_NE(r.out.find("[rank 0]: [rank 0/2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 1]: [rank 1/2]"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("all workers succeeded"), std::string::npos) << r.err;
+}
+
+TEST(Ringrun, TwoNodesOfTwoProcessesOnOneMachine) {
+  const std::string port = std::to_string(free_port());
+  std::vector<Subprocess> nodes;
+  for (int node = 0; node < 2; ++node) {
+    nodes.push_back(start_ringrun({"--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "2",
+                                   "--master_addr", "127.0.0.1", "--master_port", port, "--timeout", "60",
+                                   build_path("apps/ringhello")}));
+  }
+  LaunchResult node1 = finish(nodes[1]);
+  LaunchResult node0 = finish(nodes[0]);
+  EXPECT_EQ(node0.status.code, 0) << node0.err;
+  EXPECT_EQ(node1.status.code, 0) << node1.err;
+  const std::string all = node0.out + node1.out;
+  EXPECT_EQ(count(all, "sum of ranks through the store: 6 (expected 6) OK"), 4) << all;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(all.find("[rank " + std::to_string(rank) + "]: [rank " + std::to_string(rank) + "/4]"), std::string::npos);
+  }
+  EXPECT_NE(node1.out.find("(local 1/2"), std::string::npos) << node1.out;
+}
+
+TEST(Ringrun, FailingWorkerTearsTheGroupDownWithItsExitCode) {
+  TempDir dir;
+  const std::string script = "echo $$ > " + dir.path() + "/pid.$RANK; "
+                             "if [ \"$RANK\" = 1 ]; then sleep 0.3; echo dying >&2; exit 3; fi; sleep 120";
+  auto start = std::chrono::steady_clock::now();
+  auto r = ringrun({"--standalone", "--nproc_per_node", "2", "--use_env", "sh", "-c", script});
+  EXPECT_EQ(r.status.code, 3) << r.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "hang guard";
+  EXPECT_NE(r.err.find("rank 1 (local rank 1, pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("failed with exit code 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[rank 1]: dying"), std::string::npos) << r.err;
+  const int survivor = std::stoi(read_file(dir.path() + "/pid.0"));
+  EXPECT_FALSE(process_alive(survivor)) << "rank 0 (pid " << survivor << ") outlived the group";
+}
+
+TEST(Ringrun, WorkerKilledBySignalIsReported) {
+  auto r = ringrun({"--standalone", "--nproc_per_node", "1", "--use_env", "sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.status.code, 128 + SIGKILL) << r.err;
+  EXPECT_NE(r.err.find("signal 9 (SIGKILL)"), std::string::npos) << r.err;
+}
+
+TEST(Ringrun, MaxRestartsRestartsTheGroupOnceWithANewGeneration) {
+  TempDir dir;
+  // Rank 1 fails in the first generation only; then every rank runs ringhello, whose key
+  // prefix shows the restart count.
+  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + dir.path() + "/attempts.$RANK; "
+                             "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exit 5; fi; "
+                             "exec " + build_path("apps/ringhello");
+  auto r = ringrun({"--standalone", "--nproc_per_node", "2", "--max_restarts", "1", "--use_env", "--timeout", "60",
+                    "sh", "-c", script});
+  EXPECT_EQ(r.status.code, 0) << r.err;
+  EXPECT_NE(r.err.find("restarting the group (restart 1 of 1)"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(dir.path() + "/attempts.1"), "0\n1\n");
+  EXPECT_EQ(count(r.out, "/1/0/\n"), 2) << "both ranks rendezvoused in generation 1:\n" << r.out;
+
+  // With no restarts left, the second failure ends the job with the worker's code.
+  auto always = ringrun({"--standalone", "--nproc_per_node", "2", "--max_restarts", "1", "--use_env", "sh", "-c",
+                         "[ \"$RANK\" = 0 ] && exit 7; sleep 60"});
+  EXPECT_EQ(always.status.code, 7) << always.err;
+  EXPECT_NE(always.err.find("no restarts left (--max_restarts 1)"), std::string::npos) << always.err;
+}
+
+TEST(Ringrun, SigtermReachesEveryWorkerAndLeavesNoOrphan) {
+  TempDir dir;
+  // Rank 1 ignores SIGTERM: ringrun must follow up with SIGKILL after --term_timeout.
+  const std::string script = "if [ \"$RANK\" = 1 ]; then trap '' TERM; fi; echo $$ > " + dir.path() +
+                             "/pid.$RANK.tmp; mv " + dir.path() + "/pid.$RANK.tmp " + dir.path() +
+                             "/pid.$RANK; while true; do sleep 0.1; done";
+  auto p = start_ringrun({"--standalone", "--nproc_per_node", "2", "--use_env", "--term_timeout", "0.5", "sh", "-c", script});
+  ASSERT_TRUE(wait_for_file(dir.path() + "/pid.0"));
+  ASSERT_TRUE(wait_for_file(dir.path() + "/pid.1"));
+  const int pid0 = std::stoi(read_file(dir.path() + "/pid.0"));
+  const int pid1 = std::stoi(read_file(dir.path() + "/pid.1"));
+  p.signal(SIGTERM);
+  LaunchResult r = finish(p);
+  EXPECT_EQ(r.status.code, 128 + SIGTERM) << r.err;
+  EXPECT_NE(r.err.find("received SIGTERM"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sending SIGKILL"), std::string::npos) << r.err;
+  EXPECT_FALSE(process_alive(pid0));
+  EXPECT_FALSE(process_alive(pid1));
+}
+
+TEST(Ringrun, LogDirHoldsOneFilePerRank) {
+  TempDir dir;
+  auto r = ringrun({"--standalone", "--nproc_per_node", "2", "--log_dir", dir.file("logs"), "--use_env", "sh", "-c",
+                    "echo out of $RANK; echo err of $RANK >&2"});
+  EXPECT_EQ(r.status.code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    std::string log = read_file(dir.file("logs/rank_" + std::to_string(rank) + ".log"));
+    EXPECT_NE(log.find("out of " + std::to_string(rank)), std::string::npos) << log;
+    EXPECT_NE(log.find("err of " + std::to_string(rank)), std::string::npos) << log;
+  }
+  EXPECT_NE(r.out.find("[rank 1]: out of 1"), std::string::npos) << r.out;
+}
+
+TEST(Ringrun, FailureOnOneNodeStopsTheOtherNode) {
+  const std::string port = std::to_string(free_port());
+  auto node0 = start_ringrun({"--nnodes", "2", "--node_rank", "0", "--nproc_per_node", "1", "--master_port", port,
+                              "--use_env", "sh", "-c", "sleep 120"});
+  auto node1 = start_ringrun({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "1", "--master_port", port,
+                              "--use_env", "sh", "-c", "sleep 0.5; exit 4"});
+  LaunchResult r1 = finish(node1);
+  LaunchResult r0 = finish(node0);
+  EXPECT_EQ(r1.status.code, 4) << r1.err;
+  EXPECT_EQ(r0.status.code, 1) << r0.err;
+  EXPECT_NE(r0.err.find("node 1: rank 1 (local rank 0"), std::string::npos) << r0.err;
+}
+
+TEST(Ringrun, BadFlagsAndMissingProgram) {
+  auto bad = ringrun({"--nproc_per_node", "x", "prog"});
+  EXPECT_EQ(bad.status.code, 2);
+  EXPECT_NE(bad.err.find("--nproc_per_node"), std::string::npos) << bad.err;
+  auto missing = ringrun({"--standalone", "/nonexistent/program"});
+  EXPECT_EQ(missing.status.code, 1);
+  EXPECT_NE(missing.err.find("cannot run '/nonexistent/program'"), std::string::npos) << missing.err;
+  auto help = ringrun({"--help"});
+  EXPECT_EQ(help.status.code, 0);
+  EXPECT_NE(help.out.find("--nproc_per_node"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ringtorch
