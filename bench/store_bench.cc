@@ -1,0 +1,67 @@
+// store_bench: per-operation latency of ringtorch's stores (what rendezvous and the launcher
+// use), for the side-by-side comparison with Python's torch.distributed stores run by
+// bench/compare_stores.sh. Prints one JSON object per operation.
+//
+//   store_bench tcp|file|redis://HOST:PORT [ITERATIONS]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "rendezvous/init_method.h"
+#include "rendezvous/store_factory.h"
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs("usage: store_bench tcp|file|redis://HOST:PORT [ITERATIONS]\n", stderr);
+    return 2;
+  }
+  const std::string kind = argv[1];
+  const int iterations = argc > 2 ? std::atoi(argv[2]) : 2000;
+  ringtorch::StoreRequest request;
+  request.timeout = std::chrono::seconds(30);
+  std::string path;
+  if (kind == "tcp") {
+    request.method = ringtorch::parse_init_method("tcp://127.0.0.1:1");
+    request.method.port = 0;
+    request.host_tcp_server = true;
+  } else if (kind == "file") {
+    char dir[] = "/tmp/store_bench-XXXXXX";
+    path = std::string(::mkdtemp(dir)) + "/store";
+    request.method = ringtorch::parse_init_method("file://" + path);
+  } else {
+    request.method = ringtorch::parse_init_method(kind);
+  }
+  auto store = ringtorch::open_store(request);
+  const std::vector<uint8_t> value(64, 'x');
+  using Clock = std::chrono::steady_clock;
+  auto time_op = [&](const char* op, auto&& fn) {
+    std::vector<double> samples;
+    for (int rep = 0; rep < 5; ++rep) {
+      auto start = Clock::now();
+      for (int i = 0; i < iterations; ++i) fn(i);
+      samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iterations);
+    }
+    std::printf("{\"impl\": \"ringtorch\", \"store\": \"%s\", \"op\": \"%s\", \"us_per_op\": %.2f}\n",
+                kind.rfind("redis", 0) == 0 ? "redis" : kind.c_str(), op, median(samples));
+    std::fflush(stdout);
+  };
+  time_op("set", [&](int i) { store->set("k" + std::to_string(i % 64), value); });
+  time_op("get", [&](int i) { store->get("k" + std::to_string(i % 64)); });
+  time_op("add", [&](int) { store->add("counter", 1); });
+  time_op("wait", [&](int i) { store->wait({"k" + std::to_string(i % 64)}); });
+  if (!path.empty()) ::unlink(path.c_str());
+  return 0;
+}

@@ -1,0 +1,56 @@
+#include "datasets/distributed_sampler.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Functions.h>
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace {
+
+int64_t samples_per_rank(int64_t size, int replicas, bool drop_last) {
+  if (drop_last && size % replicas != 0) return (size - replicas + replicas - 1) / replicas;  // ceil((n-r)/r)
+  return (size + replicas - 1) / replicas;  // ceil(n/r)
+}
+
+}  // namespace
+
+DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, int rank, SamplerOptions options)
+    : dataset_size_(dataset_size),
+      num_replicas_(num_replicas),
+      rank_(rank),
+      options_(options),
+      num_samples_(num_replicas >= 1 && dataset_size >= 0 ? samples_per_rank(dataset_size, num_replicas, options.drop_last) : 0) {
+  if (num_replicas < 1) throw InvalidArgumentError(str_cat("DistributedSampler: num_replicas ", num_replicas, " must be >= 1"));
+  if (rank < 0 || rank >= num_replicas) {
+    throw InvalidArgumentError(str_cat("DistributedSampler: rank ", rank, " is outside [0, ", num_replicas, ")"));
+  }
+  if (dataset_size < 0) throw InvalidArgumentError(str_cat("DistributedSampler: dataset size ", dataset_size, " < 0"));
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> all;
+  all.reserve(static_cast<size_t>(dataset_size_));
+  if (options_.shuffle) {
+    // Python seeds a fresh torch.Generator with seed + epoch: the same mt19937 stream here.
+    auto generator = at::detail::createCPUGenerator(options_.seed + static_cast<uint64_t>(epoch_));
+    at::Tensor perm = at::randperm(dataset_size_, generator, at::TensorOptions().dtype(at::kLong));
+    const int64_t* p = perm.data_ptr<int64_t>();
+    all.assign(p, p + dataset_size_);
+  } else {
+    for (int64_t i = 0; i < dataset_size_; ++i) all.push_back(i);
+  }
+  const int64_t total = num_samples_ * num_replicas_;
+  if (!options_.drop_last) {
+    // Pad by repeating from the start (as often as needed when the set is tiny).
+    for (int64_t i = 0; static_cast<int64_t>(all.size()) < total && dataset_size_ > 0; ++i) all.push_back(all[i]);
+  } else {
+    all.resize(static_cast<size_t>(total));
+  }
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(num_samples_));
+  for (int64_t i = rank_; i < total; i += num_replicas_) mine.push_back(all[static_cast<size_t>(i)]);
+  return mine;
+}
+
+}  // namespace ringtorch
