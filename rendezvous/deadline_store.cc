@@ -63,4 +63,8 @@ void DeadlineStore::wait(const std::vector<std::string>& keys, const std::chrono
   wait_for_keys(*this, keys, timeout, description_);
 }
 
+c10::intrusive_ptr<c10d::Store> DeadlineStore::clone() {
+  return c10::make_intrusive<DeadlineStore>(inner_, description_, timeout_);
+}
+
 }  // namespace ringtorch

@@ -29,6 +29,9 @@ class DeadlineStore : public c10d::Store {
   int64_t getNumKeys() override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  // LibTorch >= 2.5 makes clone() pure virtual; 1.13 has none. Declared without `override` so
+  // that it overrides where the base declares it and is a plain method where it does not.
+  c10::intrusive_ptr<c10d::Store> clone();
 
   const std::string& description() const { return description_; }
   c10::intrusive_ptr<c10d::Store> inner() const { return inner_; }

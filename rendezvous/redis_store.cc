@@ -196,4 +196,6 @@ void RedisStore::wait(const std::vector<std::string>& keys, const std::chrono::m
   wait_for_keys(*this, keys, timeout, description_);
 }
 
+c10::intrusive_ptr<c10d::Store> RedisStore::clone() { return c10::make_intrusive<RedisStore>(options_, timeout_); }
+
 }  // namespace ringtorch

@@ -56,6 +56,9 @@ class RedisStore : public c10d::Store {
   int64_t getNumKeys() override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  // A second connection to the same server (LibTorch >= 2.5 declares clone() pure virtual;
+  // no `override`, so this also compiles against 1.13, which has none).
+  c10::intrusive_ptr<c10d::Store> clone();
 
   // "redis://host:port/db" (never the password).
   const std::string& description() const { return description_; }

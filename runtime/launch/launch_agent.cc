@@ -225,7 +225,12 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string*
   while (true) {
     if (g_signal.load() != 0) return Outcome::kSignal;
     try {
-      if (control_->check(done)) return Outcome::kSucceeded;
+      if (control_->check(done)) {
+        // Node 0 hosts the store: it must leave last, or the others lose the store mid-check.
+        MemberContext who{config_.node_rank, config_.nnodes, "node", "ringrun exit"};
+        leave_barrier(*control_, str_cat("exit/", restart), who, config_.timeout.value_or(kDefaultTimeout));
+        return Outcome::kSucceeded;
+      }
     } catch (const std::exception& e) {
       *remote_reason = str_cat("lost the store while waiting for the other nodes: ", e.what());
       return Outcome::kRemoteAbort;

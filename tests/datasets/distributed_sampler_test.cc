@@ -9,6 +9,7 @@
 
 #include "rendezvous/error.h"
 #include "runtime/launch/subprocess.h"
+#include "support/capture.h"
 #include "support/test_paths.h"
 
 namespace ringtorch {
@@ -19,12 +20,7 @@ TEST(DistributedSampler, IdenticalToPythonsForTheWholeGrid) {
   SpawnOptions spawn;
   spawn.argv = {"/usr/bin/python3", testing::source_path("tests/datasets/python_sampler.py")};
   auto python = Subprocess::spawn(spawn);
-  std::string out, err;
-  char buf[1 << 16];
-  ssize_t n;
-  while ((n = ::read(python.stdout_fd(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  while ((n = ::read(python.stderr_fd(), buf, sizeof(buf))) > 0) err.append(buf, static_cast<size_t>(n));
-  auto status = python.wait();
+  auto [status, out, err] = testing::finish(python);
   if (status.code != 0 && err.find("No module named 'torch'") != std::string::npos) {
     GTEST_SKIP() << "/usr/bin/python3 has no torch (apt-get install python3-torch)";
   }

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "rendezvous/error.h"
 #include "runtime/launch/worker_env.h"
 
@@ -80,18 +82,12 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   auto c = parse({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
   JobPlacement p{"run7", 2, "10.0.0.1", 29400, ""};
   auto env = worker_environment(c, p, 1, false);
-  EXPECT_EQ(env["RANK"], "3");
-  EXPECT_EQ(env["LOCAL_RANK"], "1");
-  EXPECT_EQ(env["WORLD_SIZE"], "4");
-  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
-  EXPECT_EQ(env["GROUP_RANK"], "1");
-  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
-  EXPECT_EQ(env["MASTER_PORT"], "29400");
-  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
-  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "run7");
-  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
-  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
-  EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
+  const std::map<std::string, std::string> expected = {
+      {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
+      {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"TORCHELASTIC_RUN_ID", "run7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"},
+      {"OMP_NUM_THREADS", "1"}};
+  for (const auto& [name, value] : expected) EXPECT_EQ(env[name], value) << name;
   EXPECT_EQ(env["RINGTORCH_TIMEOUT"].substr(0, 2), "30");
   EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
 }

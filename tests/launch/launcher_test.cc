@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/launch/subprocess.h"
+#include "support/capture.h"
 #include "support/test_paths.h"
 
 namespace ringtorch {
@@ -19,18 +20,8 @@ using testing::process_alive;
 using testing::read_file;
 using testing::TempDir;
 
-struct LaunchResult {
-  ExitStatus status;
-  std::string out, err;
-};
-
-std::string drain(int fd) {
-  std::string all;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) all.append(buf, static_cast<size_t>(n));
-  return all;
-}
+using LaunchResult = testing::Captured;
+using testing::finish;
 
 Subprocess start_ringrun(const std::vector<std::string>& args) {
   SpawnOptions spawn;
@@ -40,15 +31,6 @@ Subprocess start_ringrun(const std::vector<std::string>& args) {
     spawn.env[v] = "";
   }
   return Subprocess::spawn(spawn);
-}
-
-LaunchResult finish(Subprocess& p) {
-  LaunchResult r;
-  std::thread err_reader([&] { r.err = drain(p.stderr_fd()); });
-  r.out = drain(p.stdout_fd());
-  err_reader.join();
-  r.status = p.wait();
-  return r;
 }
 
 LaunchResult ringrun(const std::vector<std::string>& args) {

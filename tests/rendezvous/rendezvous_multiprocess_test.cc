@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "runtime/launch/subprocess.h"
+#include "support/capture.h"
 #include "support/redis_server.h"
 #include "support/test_paths.h"
 
@@ -19,18 +20,7 @@ using testing::free_port;
 using testing::RedisServer;
 using testing::TempDir;
 
-struct RankResult {
-  ExitStatus status;
-  std::string out, err;
-};
-
-std::string drain(int fd) {
-  std::string all;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd, buf, sizeof(buf))) > 0) all.append(buf, static_cast<size_t>(n));
-  return all;
-}
+using RankResult = testing::Captured;
 
 // Starts one ringhello per entry of `envs` (each with its own extra variables and arguments)
 // and collects their exit status and output. Output is small: reading after exit cannot block.
@@ -56,13 +46,7 @@ std::vector<RankResult> run_ranks(const std::vector<std::map<std::string, std::s
   }
   std::vector<RankResult> results(procs.size());
   std::vector<std::thread> readers;
-  for (size_t i = 0; i < procs.size(); ++i) {
-    readers.emplace_back([&, i] {
-      results[i].out = drain(procs[i].stdout_fd());
-      results[i].err = drain(procs[i].stderr_fd());
-      results[i].status = procs[i].wait();
-    });
-  }
+  for (size_t i = 0; i < procs.size(); ++i) readers.emplace_back([&, i] { results[i] = testing::finish(procs[i]); });
   for (auto& t : readers) t.join();
   return results;
 }

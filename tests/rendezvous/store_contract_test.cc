@@ -12,6 +12,7 @@
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
 #include "runtime/launch/subprocess.h"
+#include "support/capture.h"
 #include "support/redis_server.h"
 #include "support/test_paths.h"
 
@@ -232,13 +233,8 @@ TYPED_TEST(StoreContract, ConcurrentProcessesAdd) {
       clients.push_back(Subprocess::spawn(spawn));
     }
     for (auto& c : clients) {
-      std::string out, err;
-      char buf[1024];
-      ssize_t n;
-      while ((n = ::read(c.stdout_fd(), buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-      while ((n = ::read(c.stderr_fd(), buf, sizeof(buf))) > 0) err.append(buf, static_cast<size_t>(n));
-      auto status = c.wait();
-      EXPECT_TRUE(status.success()) << status.describe() << ": " << err;
+      auto result = testing::finish(c);
+      EXPECT_TRUE(result.status.success()) << result.status.describe() << ": " << result.err;
     }
     EXPECT_EQ(this->store_->add("counter", 0), 2 * kProcesses * kAdds);
     // And a value set here is read there.
@@ -246,10 +242,9 @@ TYPED_TEST(StoreContract, ConcurrentProcessesAdd) {
     SpawnOptions get;
     get.argv = {testing::build_path("tests/store_tool"), this->backend_.url(), "get", "from_test"};
     auto reader = Subprocess::spawn(get);
-    char buf[16] = {0};
-    ssize_t n = ::read(reader.stdout_fd(), buf, sizeof(buf) - 1);
-    EXPECT_TRUE(reader.wait().success());
-    EXPECT_EQ(std::string(buf, n > 0 ? n : 0), "hi\n");
+    auto result = testing::finish(reader);
+    EXPECT_TRUE(result.status.success()) << result.err;
+    EXPECT_EQ(result.out, "hi\n");
   }
 }
 
