@@ -1,0 +1,285 @@
+#include "runtime/comm/process_group.h"
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <cstdlib>
+
+#include "rendezvous/error.h"
+#include "rendezvous/gloo_store.h"
+#include "rendezvous/init_method.h"
+#include "rendezvous/rendezvous.h"
+#include "rendezvous/store_wait.h"
+#include "runtime/comm/reduce_kernels.h"
+#include "runtime/comm/socket_device.h"
+
+namespace ringtorch {
+namespace {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string dtype_name(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kByte: return "uint8";
+    default: return c10::toString(t.scalar_type());
+  }
+}
+
+// Gloo only needs the element size: pass an unsigned type of the same width, and let the
+// reduce function interpret the bytes as the real dtype.
+template <typename Fn>
+void with_element_type(size_t itemsize, Fn&& fn) {
+  switch (itemsize) {
+    case 1: fn(uint8_t{}); return;
+    case 2: fn(uint16_t{}); return;
+    case 4: fn(uint32_t{}); return;
+    case 8: fn(uint64_t{}); return;
+  }
+  throw InvalidArgumentError(str_cat("element size ", itemsize, " is not carried"));
+}
+
+std::chrono::milliseconds resolve_timeout(const ProcessGroupOptions& options, std::chrono::milliseconds fallback) {
+  if (options.timeout) return *options.timeout;
+  if (const char* env = std::getenv("RINGTORCH_TIMEOUT"); env && *env) {
+    return parse_seconds(env, "environment variable RINGTORCH_TIMEOUT");
+  }
+  return fallback;
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout)
+    : rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, ProcessGroupOptions options) {
+  if (!options.timeout) options.timeout = rdzv.timeout;
+  return create(rdzv.store, rdzv.rank, rdzv.world_size, rdzv.master_addr, std::move(options));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                                   const std::string& store_host, ProcessGroupOptions options) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    throw InvalidArgumentError(str_cat("ProcessGroup: rank ", rank, " is outside [0, ", size, ")"));
+  }
+  const auto timeout = resolve_timeout(options, kDefaultTimeout);
+  std::shared_ptr<ProcessGroup> group(new ProcessGroup(rank, size, options.name, timeout));
+  DeviceChoice choice = make_tcp_device(options.iface, store_host);
+  group->network_ = choice.why;
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(timeout);
+  GlooStore gloo_store(c10::make_intrusive<c10d::PrefixStore>("gloo/" + options.name, store));
+  try {
+    context->connectFullMesh(gloo_store, choice.device);
+  } catch (const Error& e) {
+    throw TimeoutError(str_cat(group->context_prefix(), "connecting group '", options.name, "' over ", choice.why,
+                               ": ", e.what()));
+  } catch (const std::exception& e) {
+    throw PeerLostError(str_cat(group->context_prefix(), "connecting group '", options.name, "' over ", choice.why,
+                                " failed: ", e.what(), "; check that every rank can reach this address (firewall, ",
+                                "RINGTORCH_SOCKET_IFNAME), or ", kRaiseTimeoutHint));
+  }
+  group->context_ = context;
+  group->worker_ = std::thread(&ProcessGroup::worker_loop, group.get());
+  return group;
+}
+
+ProcessGroup::~ProcessGroup() { shutdown(); }
+
+std::string ProcessGroup::context_prefix() const { return str_cat("[rank ", rank_, "/", size_, "] "); }
+
+void ProcessGroup::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+  context_.reset();
+}
+
+std::shared_ptr<Work> ProcessGroup::submit(const std::string& op, const std::string& detail,
+                                           std::vector<at::Tensor> tensors, std::function<void(uint32_t)> run) {
+  std::shared_ptr<Work> work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) {
+      throw InvalidArgumentError(str_cat(context_prefix(), op, " on group '", name_, "' after shutdown()"));
+    }
+    const uint32_t sequence = next_sequence_++;
+    // Wait a little longer than the operation's own timeout, so that Gloo's error (which
+    // says what broke) is what the caller sees.
+    work = std::make_shared<Work>(
+        str_cat(context_prefix(), op, " #", sequence, " (group ", name_, ", ", detail, ")"), std::move(tensors),
+        timeout_ + std::chrono::seconds(2));
+    if (broken_) {
+      work->finish(broken_);
+      return work;
+    }
+    queue_.push_back(Task{work, std::move(run), sequence});
+  }
+  queue_cv_.notify_one();
+  return work;
+}
+
+void ProcessGroup::worker_loop() {
+  while (true) {
+    Task task;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      task = std::move(queue_.front());
+      queue_.pop_front();
+      if (broken_) {
+        task.work->finish(broken_);
+        continue;
+      }
+    }
+    std::exception_ptr failure;
+    try {
+      task.run(task.tag);
+    } catch (const Error&) {
+      failure = std::current_exception();
+    } catch (const std::exception& e) {
+      // Gloo's IoException covers both a peer that closed its connection and an operation
+      // that ran past its timeout; its text says which.
+      const std::string what = e.what();
+      const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+      const std::string message = str_cat(
+          task.work->description(), timed_out ? " timed out" : " lost a peer", " after at most ",
+          format_duration_ms(timeout_.count()), ": ", what,
+          timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
+                      "collectives in the same order); "
+                    : "; a peer process died or its connection broke: check the other ranks' logs; ",
+          "the group is now broken: recreate it; ", kRaiseTimeoutHint);
+      failure = timed_out ? std::make_exception_ptr(TimeoutError(message))
+                          : std::make_exception_ptr(PeerLostError(message));
+      std::lock_guard<std::mutex> lock(mutex_);
+      broken_ = failure;
+    }
+    task.work->finish(failure);
+  }
+}
+
+namespace {
+
+// Checks shared by every operation, on the caller's thread.
+void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t) {
+  if (!t.defined()) throw InvalidArgumentError(str_cat(who, op, ": the ", role, " tensor is undefined"));
+  if (!t.device().is_cpu()) {
+    throw InvalidArgumentError(str_cat(who, op, ": the ", role, " tensor is on ", t.device().str(),
+                                       "; this build carries CPU tensors only"));
+  }
+  if (!t.is_contiguous()) {
+    throw InvalidArgumentError(str_cat(who, op, ": the ", role, " tensor is not contiguous; call .contiguous() first"));
+  }
+  reduce_function(ReduceOp::kSum, t.scalar_type());  // throws for a dtype that is not carried
+}
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp op) {
+  check_tensor(context_prefix(), "allreduce", "", tensor);
+  if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "allreduce: avg of ", dtype_name(tensor),
+                                       " is not defined; use sum and divide"));
+  }
+  auto reduce = reduce_function(op, tensor.scalar_type());
+  auto context = context_;
+  const auto timeout = timeout_;
+  const int size = size_;
+  const std::string detail = str_cat(human_bytes(tensor.nbytes()), " ", dtype_name(tensor), " ", reduce_op_name(op));
+  return submit("allreduce", detail, {tensor}, [=](uint32_t tag) mutable {
+    if (tensor.numel() == 0) return;
+    with_element_type(tensor.element_size(), [&](auto element) {
+      using T = decltype(element);
+      gloo::AllreduceOptions opts(context);
+      opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
+      opts.setReduceFunction(reduce);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::allreduce(opts);
+    });
+    if (op == ReduceOp::kAvg) tensor.div_(size);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root) {
+  check_tensor(context_prefix(), "broadcast", "", tensor);
+  if (root < 0 || root >= size_) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "broadcast: root rank ", root, " is outside [0, ", size_, ")"));
+  }
+  auto context = context_;
+  const auto timeout = timeout_;
+  return submit("broadcast", str_cat(human_bytes(tensor.nbytes()), " ", dtype_name(tensor), " from rank ", root),
+                {tensor}, [=](uint32_t tag) {
+                  if (tensor.numel() == 0) return;
+                  gloo::BroadcastOptions opts(context);
+                  opts.setOutput<uint8_t>(static_cast<uint8_t*>(tensor.data_ptr()), tensor.nbytes());
+                  opts.setRoot(root);
+                  opts.setTag(tag);
+                  opts.setTimeout(timeout);
+                  gloo::broadcast(opts);
+                });
+}
+
+std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output) {
+  check_tensor(context_prefix(), "allgather", "input", input);
+  check_tensor(context_prefix(), "allgather", "output", output);
+  if (input.scalar_type() != output.scalar_type()) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "allgather: input is ", dtype_name(input), " but output is ",
+                                       dtype_name(output)));
+  }
+  if (output.numel() != input.numel() * size_) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "allgather: output has ", output.numel(),
+                                       " elements; expected world size x input = ", size_, " x ", input.numel(), " = ",
+                                       input.numel() * size_));
+  }
+  auto context = context_;
+  const auto timeout = timeout_;
+  return submit("allgather", str_cat(human_bytes(input.nbytes()), " ", dtype_name(input), " per rank"),
+                {input, output}, [=](uint32_t tag) {
+                  if (input.numel() == 0) return;
+                  gloo::AllgatherOptions opts(context);
+                  opts.setInput<uint8_t>(static_cast<uint8_t*>(input.data_ptr()), input.nbytes());
+                  opts.setOutput<uint8_t>(static_cast<uint8_t*>(output.data_ptr()), output.nbytes());
+                  opts.setTag(tag);
+                  opts.setTimeout(timeout);
+                  gloo::allgather(opts);
+                });
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier_async() {
+  auto context = context_;
+  const auto timeout = timeout_;
+  return submit("barrier", str_cat(size_, " ranks"), {}, [=](uint32_t tag) {
+    gloo::BarrierOptions opts(context);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::barrier(opts);
+  });
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,119 @@
+// ProcessGroup: collectives over Gloo among the ranks of one rendezvous (ARCHITECTURE
+// decision 3). This first slice carries allreduce (sum, avg, min, max, product), broadcast,
+// allgather (equal sizes) and barrier on contiguous CPU tensors of float32, float64, float16,
+// bfloat16, int32, int64 and uint8.
+//
+//   auto rdzv = ringtorch::rendezvous();
+//   auto group = ringtorch::ProcessGroup::create(rdzv);
+//   group->allreduce(grad, ringtorch::ReduceOp::kAvg);          // blocks
+//   auto work = group->broadcast_async(weights, /*root=*/0);    // returns at once
+//   work->wait();
+//
+// Ordering: one worker thread runs operations in submission order; every rank must submit the
+// same collectives in the same order (as with torch.distributed). Checks (contiguity, dtype,
+// root) run on the caller's thread and throw InvalidArgumentError before anything is queued.
+//
+// Failure: every operation has a timeout (ProcessGroupOptions::timeout, default
+// RINGTORCH_TIMEOUT or 300 s). A failed operation (a peer that died, stopped or never called)
+// marks the group broken: its Work and every later call throw, naming the first failure. The
+// tensors are in place: no copies of contiguous tensors.
+//
+// Thread-safety: submit from any thread. Ownership: the group owns its Gloo context, device
+// and worker thread; shutdown() (or the destructor) finishes queued work and joins the thread.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "runtime/comm/reduce_op.h"
+#include "runtime/comm/work.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace ringtorch {
+
+struct Rendezvous;
+
+struct ProcessGroupOptions {
+  std::optional<std::chrono::milliseconds> timeout;  // else RINGTORCH_TIMEOUT, else 300 s
+  std::string iface;  // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
+  std::string name = "default";  // for messages and the key prefix of the group's context
+};
+
+class ProcessGroup {
+ public:
+  // Connects the full mesh over the rendezvous' store (blocks until every rank has connected,
+  // or the timeout).
+  static std::shared_ptr<ProcessGroup> create(const Rendezvous& rdzv, ProcessGroupOptions options = {});
+  // The same from parts: `store` is already namespaced for this group's members; `store_host`
+  // is where the store lives (for choosing the network interface; empty: loopback).
+  static std::shared_ptr<ProcessGroup> create(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
+                                              const std::string& store_host, ProcessGroupOptions options = {});
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  const std::string& network() const { return network_; }  // which interface, and why
+
+  std::shared_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> broadcast_async(at::Tensor tensor, int root);
+  // `output` holds size() * input.numel() elements of input's dtype, rank r's block at r.
+  std::shared_ptr<Work> allgather_async(at::Tensor input, at::Tensor output);
+  std::shared_ptr<Work> barrier_async();
+
+  // Synchronous forms: submit, then wait.
+  void allreduce(at::Tensor tensor, ReduceOp op = ReduceOp::kSum) { allreduce_async(tensor, op)->wait(); }
+  void broadcast(at::Tensor tensor, int root) { broadcast_async(tensor, root)->wait(); }
+  void allgather(at::Tensor input, at::Tensor output) { allgather_async(input, output)->wait(); }
+  void barrier() { barrier_async()->wait(); }
+
+  // Runs what is queued, then stops the worker and releases the sockets. Idempotent.
+  void shutdown();
+
+ private:
+  ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout);
+  // Queues `run` (executed on the worker thread with the operation's tag) under a new Work.
+  std::shared_ptr<Work> submit(const std::string& op, const std::string& detail, std::vector<at::Tensor> tensors,
+                               std::function<void(uint32_t tag)> run);
+  void worker_loop();
+  std::string context_prefix() const;  // "[rank 0/2] "
+
+  const int rank_;
+  const int size_;
+  const std::string name_;
+  const std::chrono::milliseconds timeout_;
+  std::string network_;  // constant after create()
+  std::shared_ptr<gloo::Context> context_;  // constant after create(); used by the worker only
+
+  struct Task {
+    std::shared_ptr<Work> work;
+    std::function<void(uint32_t)> run;
+    uint32_t tag;
+  };
+  std::mutex mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<Task> queue_;  // guarded by mutex_
+  bool stopping_ = false;  // guarded by mutex_
+  uint32_t next_sequence_ = 0;  // guarded by mutex_
+  std::exception_ptr broken_;  // guarded by mutex_: the first failure; later calls rethrow it
+  std::string broken_reason_;  // guarded by mutex_
+  std::thread worker_;
+};
+
+}  // namespace ringtorch

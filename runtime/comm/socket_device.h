@@ -1,0 +1,26 @@
+// Which network interface Gloo's TCP transport binds to.
+//
+// Order: an explicit interface (ProcessGroupOptions::iface, else RINGTORCH_SOCKET_IFNAME; a name
+// or a comma list, the first that exists wins), else the local address whose route reaches the
+// store's host (MASTER_ADDR), else loopback when the store has no host (file://). Never the
+// address gethostname() resolves to: in containers that is often unroutable, a classic cause of
+// hangs in connectFullMesh.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <gloo/transport/device.h>
+
+namespace ringtorch {
+
+struct DeviceChoice {
+  std::shared_ptr<gloo::transport::Device> device;
+  std::string why;  // "interface eth0 (RINGTORCH_SOCKET_IFNAME)", "10.0.0.3: route to 10.0.0.1", ...
+};
+
+// Throws InvalidArgumentError for an interface list with no existing interface, IoError when no
+// local address routes to `store_host`.
+DeviceChoice make_tcp_device(const std::string& iface_list, const std::string& store_host);
+
+}  // namespace ringtorch

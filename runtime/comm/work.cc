@@ -1,0 +1,35 @@
+#include "runtime/comm/work.h"
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+
+Work::Work(std::string description, std::vector<at::Tensor> tensors, std::chrono::milliseconds default_timeout)
+    : description_(std::move(description)), tensors_(std::move(tensors)), default_timeout_(default_timeout) {}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
+  const auto limit = timeout.value_or(default_timeout_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!done_cv_.wait_for(lock, limit, [&] { return done_; })) {
+    throw TimeoutError(str_cat(description_, ": not complete after ", format_duration_ms(limit.count()),
+                               " (Work::wait); the operation goes on; raise the wait timeout, RINGTORCH_TIMEOUT or "
+                               "the group's timeout"));
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_ = true;
+    error_ = error;
+  }
+  done_cv_.notify_all();
+}
+
+}  // namespace ringtorch

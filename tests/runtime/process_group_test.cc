@@ -1,0 +1,193 @@
+// ProcessGroup collectives, N ranks as threads over one in-memory store, Gloo over loopback TCP.
+// Closed-form expectations: rank r contributes values derived from r and the element index.
+#include "runtime/comm/process_group.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+
+#include <thread>
+
+#include "rendezvous/deadline_store.h"
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs body(group) on `n` ranks (threads), each with its own ProcessGroup; rethrows failures.
+void on_ranks(int n, const std::function<void(ProcessGroup&)>& body, milliseconds timeout = milliseconds(30000)) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(n);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroupOptions options;
+        options.timeout = timeout;
+        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", options);
+        body(*group);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
+                                            at::kInt,   at::kLong,   at::kByte};
+const std::vector<int64_t> kCounts = {0, 1, 7, 1000, 1 << 16};
+
+// Rank r's input: element i holds 1 + (r + i) % 2 (small values, exact in every dtype, and
+// products of up to 8 of them stay exact).
+at::Tensor input_for(int rank, int64_t count, at::ScalarType dtype) {
+  return (at::arange(count, at::kLong).add(rank).remainder(2).add(1)).to(dtype);
+}
+
+at::Tensor expected_for(ReduceOp op, int world, int64_t count, at::ScalarType dtype) {
+  at::Tensor acc = input_for(0, count, at::kDouble);
+  for (int r = 1; r < world; ++r) {
+    at::Tensor x = input_for(r, count, at::kDouble);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc = acc + x; break;
+      case ReduceOp::kProduct: acc = acc * x; break;
+      case ReduceOp::kMin: acc = at::minimum(acc, x); break;
+      case ReduceOp::kMax: acc = at::maximum(acc, x); break;
+    }
+  }
+  if (op == ReduceOp::kAvg) acc = acc / world;
+  return acc.to(dtype);
+}
+
+TEST(ProcessGroup, AllreduceEveryOpDtypeAndCountAtWorldSizes1To8) {
+  for (int world : {1, 2, 3, 4, 8}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+        for (auto dtype : kDtypes) {
+          if (op == ReduceOp::kAvg && !at::isFloatingType(dtype)) continue;
+          for (int64_t count : kCounts) {
+            at::Tensor t = input_for(group.rank(), count, dtype);
+            group.allreduce(t, op);
+            at::Tensor want = expected_for(op, world, count, dtype);
+            ASSERT_TRUE(at::equal(t, want)) << "world " << world << " " << reduce_op_name(op) << " "
+                                            << c10::toString(dtype) << " count " << count << " rank " << group.rank();
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, BroadcastFromEveryRoot) {
+  for (int world : {1, 2, 3, 5}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (int root = 0; root < world; ++root) {
+        for (auto dtype : kDtypes) {
+          for (int64_t count : {0, 1, 1000}) {
+            at::Tensor t = group.rank() == root ? at::arange(count).to(dtype) : at::zeros({count}, dtype);
+            group.broadcast(t, root);
+            ASSERT_TRUE(at::equal(t, at::arange(count).to(dtype))) << "root " << root;
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, AllgatherPlacesEachRanksBlock) {
+  for (int world : {1, 2, 4}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (int64_t count : {0, 1, 7, 1000}) {
+        at::Tensor in = at::full({count}, group.rank(), at::kInt);
+        at::Tensor out = at::empty({count * world}, at::kInt);
+        group.allgather(in, out);
+        for (int r = 0; r < world; ++r) {
+          ASSERT_TRUE(at::equal(out.slice(0, r * count, (r + 1) * count), at::full({count}, r, at::kInt)));
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, AsyncWorkKeepsTensorsAliveAndRunsInOrder) {
+  on_ranks(3, [&](ProcessGroup& group) {
+    std::vector<std::shared_ptr<Work>> works;
+    std::vector<at::Tensor> views;
+    for (int i = 0; i < 20; ++i) {
+      at::Tensor t = at::full({100}, i + group.rank(), at::kLong);
+      views.push_back(t);
+      works.push_back(group.allreduce_async(t));  // our reference could go: the Work holds one
+    }
+    works.push_back(group.barrier_async());
+    for (auto& w : works) w->wait();
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_TRUE(works[i]->is_completed());
+      EXPECT_EQ(views[i][0].item<int64_t>(), 3 * i + 3);  // (i+0) + (i+1) + (i+2)
+    }
+  });
+}
+
+TEST(ProcessGroup, BadArgumentsAreRefusedBeforeAnythingIsQueued) {
+  on_ranks(1, [&](ProcessGroup& group) {
+    auto expect_invalid = [](const std::function<void()>& call, const std::string& fragment) {
+      try {
+        call();
+        ADD_FAILURE() << "accepted; expected: " << fragment;
+      } catch (const InvalidArgumentError& e) {
+        EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+      }
+    };
+    expect_invalid([&] { group.allreduce(at::ones({4, 4}).t()); }, "not contiguous");
+    expect_invalid([&] { group.allreduce(at::ones({2}, at::kBool)); }, "is not carried");
+    expect_invalid([&] { group.allreduce(at::ones({2}, at::kInt), ReduceOp::kAvg); }, "avg of int32");
+    expect_invalid([&] { group.broadcast(at::ones({2}), 5); }, "root rank 5 is outside [0, 1)");
+    expect_invalid([&] { group.allgather(at::ones({2}), at::ones({3})); }, "expected world size x input");
+    expect_invalid([&] { group.allgather(at::ones({2}), at::ones({2}, at::kDouble)); }, "input is float32 but output is float64");
+    group.allreduce(at::ones({2}));  // still usable
+  });
+}
+
+TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  std::string first, second;
+  std::atomic<bool> rank0_done{false};
+  std::thread rank1([&] {
+    ProcessGroupOptions options;
+    options.timeout = milliseconds(500);
+    auto group = ProcessGroup::create(store, 1, 2, "127.0.0.1", options);
+    while (!rank0_done) std::this_thread::sleep_for(milliseconds(10));  // never calls allreduce
+  });
+  {
+    ProcessGroupOptions options;
+    options.timeout = milliseconds(500);
+    auto group = ProcessGroup::create(store, 0, 2, "127.0.0.1", options);
+    auto start = std::chrono::steady_clock::now();
+    try {
+      group->allreduce(at::ones({1 << 20}));
+    } catch (const Error& e) {
+      first = e.what();
+      EXPECT_TRUE(e.kind() == ErrorKind::kTimeout || e.kind() == ErrorKind::kPeerLost) << first;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "hang guard";
+    try {
+      group->barrier();
+    } catch (const Error& e) {
+      second = e.what();
+    }
+    rank0_done = true;
+  }
+  rank1.join();
+  EXPECT_NE(first.find("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum)"), std::string::npos) << first;
+  EXPECT_NE(first.find("RINGTORCH_TIMEOUT"), std::string::npos) << first;
+  EXPECT_EQ(second, first) << "later calls fail at once with the original cause";
+}
+
+}  // namespace
+}  // namespace ringtorch
