@@ -1,0 +1,159 @@
+#include "runtime/comm/collective_bench.h"
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace {
+
+const std::vector<std::pair<std::string, c10::ScalarType>> kDtypeNames = {
+    {"float32", c10::ScalarType::Float}, {"float64", c10::ScalarType::Double}, {"float16", c10::ScalarType::Half},
+    {"bfloat16", c10::ScalarType::BFloat16}, {"int32", c10::ScalarType::Int}, {"int64", c10::ScalarType::Long},
+    {"uint8", c10::ScalarType::Byte}};
+
+std::string dtype_label(c10::ScalarType t) {
+  for (const auto& [name, type] : kDtypeNames) {
+    if (type == t) return name;
+  }
+  return c10::toString(t);
+}
+
+double bus_factor(const std::string& op, int n) {
+  if (op == "allreduce") return n > 1 ? 2.0 * (n - 1) / n : 0.0;
+  if (op == "allgather") return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  return 1.0;  // broadcast
+}
+
+// Closed-form data: rank r holds (r + i) % 3 at element i, small enough to be exact in every
+// dtype once summed over up to 64 ranks... for uint8 the sum is taken modulo 256 on both sides.
+at::Tensor pattern(int rank, int64_t count, c10::ScalarType dtype) {
+  return at::arange(count, at::kLong).add(rank).remainder(3).to(dtype);
+}
+
+int64_t count_wrong(const BenchOptions& o, ProcessGroup& g, int64_t count) {
+  const int n = g.size(), r = g.rank();
+  at::Tensor got, want;
+  if (o.op == "allreduce") {
+    got = pattern(r, count, o.dtype);
+    g.allreduce(got);
+    want = at::zeros({count}, at::kLong);
+    for (int k = 0; k < n; ++k) want += pattern(k, count, at::kLong);
+    want = want.to(o.dtype);
+  } else if (o.op == "broadcast") {
+    got = r == 0 ? pattern(0, count, o.dtype) : at::zeros({count}, o.dtype);
+    g.broadcast(got, 0);
+    want = pattern(0, count, o.dtype);
+  } else {
+    got = at::empty({count * n}, o.dtype);
+    g.allgather(pattern(r, count, o.dtype), got);
+    std::vector<at::Tensor> parts;
+    for (int k = 0; k < n; ++k) parts.push_back(pattern(k, count, o.dtype));
+    want = at::cat(parts);
+  }
+  at::Tensor wrong = got.ne(want).sum().to(at::kLong).reshape({1});
+  g.allreduce(wrong);
+  return wrong.item<int64_t>();
+}
+
+}  // namespace
+
+c10::ScalarType parse_dtype(const std::string& name) {
+  for (const auto& [n, type] : kDtypeNames) {
+    if (n == name) return type;
+  }
+  throw InvalidArgumentError("--dtype " + name + ": use float32, float64, float16, bfloat16, int32, int64 or uint8");
+}
+
+void validate(const BenchOptions& o) {
+  if (o.op != "allreduce" && o.op != "broadcast" && o.op != "allgather") {
+    throw InvalidArgumentError("--op " + o.op + ": ringbench measures allreduce, broadcast and allgather");
+  }
+  if (o.min_bytes < 0 || o.max_bytes < o.min_bytes) {
+    throw InvalidArgumentError(str_cat("--min-bytes ", o.min_bytes, " / --max-bytes ", o.max_bytes,
+                                       ": need 0 <= min <= max"));
+  }
+  if (o.factor < 2) throw InvalidArgumentError(str_cat("--factor ", o.factor, " must be >= 2"));
+  if (o.iters < 1 || o.warmup < 0) throw InvalidArgumentError("--iters must be >= 1 and --warmup >= 0");
+}
+
+std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& o) {
+  validate(o);
+  const int64_t item = c10::elementSize(o.dtype);
+  std::vector<BenchRow> rows;
+  for (int64_t bytes = std::max<int64_t>(o.min_bytes, item); bytes <= o.max_bytes; bytes *= o.factor) {
+    const int64_t count = bytes / item;
+    at::Tensor input = at::ones({count}, o.dtype);
+    at::Tensor output = o.op == "allgather" ? at::empty({count * g.size()}, o.dtype) : input;
+    auto run_once = [&] {
+      if (o.op == "allreduce") {
+        g.allreduce(input);
+        input.fill_(1);  // keep values bounded across iterations (not timed: see below)
+      } else if (o.op == "broadcast") {
+        g.broadcast(input, 0);
+      } else {
+        g.allgather(input, output);
+      }
+    };
+    for (int i = 0; i < o.warmup; ++i) run_once();
+    g.barrier();
+    double total_us = 0;
+    for (int i = 0; i < o.iters; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      if (o.op == "allreduce") {
+        g.allreduce(input);
+      } else if (o.op == "broadcast") {
+        g.broadcast(input, 0);
+      } else {
+        g.allgather(input, output);
+      }
+      total_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      if (o.op == "allreduce") input.fill_(1);
+    }
+    // The slowest rank's mean is the collective's time.
+    at::Tensor t = at::full({1}, total_us / o.iters, at::kDouble);
+    g.allreduce(t, ReduceOp::kMax);
+    BenchRow row;
+    row.bytes = count * item;
+    row.count = count;
+    row.type = dtype_label(o.dtype);
+    row.op = o.op;
+    row.time_us = t.item<double>();
+    row.algbw_gbs = row.bytes / (row.time_us * 1e3);
+    row.busbw_gbs = row.algbw_gbs * bus_factor(o.op, g.size());
+    row.wrong = o.check ? count_wrong(o, g, count) : -1;
+    rows.push_back(row);
+    if (bytes > o.max_bytes / o.factor) break;
+  }
+  return rows;
+}
+
+std::string format_header() {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%12s %12s %9s %10s %12s %8s %8s %8s\n", "size(B)", "count", "type", "op",
+                "time(us)", "algbw", "busbw", "#wrong");
+  return std::string(buf) + std::string(86, '-') + "\n";
+}
+
+std::string format_row(const BenchRow& r) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%12lld %12lld %9s %10s %12.1f %8.3f %8.3f %8s\n", static_cast<long long>(r.bytes),
+                static_cast<long long>(r.count), r.type.c_str(), r.op.c_str(), r.time_us, r.algbw_gbs, r.busbw_gbs,
+                r.wrong < 0 ? "N/A" : std::to_string(r.wrong).c_str());
+  return buf;
+}
+
+std::string format_json(const BenchRow& r, int world_size) {
+  nlohmann::json j = {{"impl", "ringtorch"},   {"op", r.op},         {"type", r.type},
+                      {"bytes", r.bytes},      {"count", r.count},   {"world_size", world_size},
+                      {"time_us", r.time_us},  {"algbw_gbs", r.algbw_gbs}, {"busbw_gbs", r.busbw_gbs}};
+  if (r.wrong >= 0) j["wrong"] = r.wrong;
+  return j.dump() + "\n";
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# ringbench --check under ringrun: real processes, the real rendezvous, Gloo over loopback TCP;
+# every op, every dtype, 2 and 3 ranks; fails on any wrong element.
+set -euo pipefail
+ringrun=$1
+ringbench=$2
+# Reduction depends on the dtype, copies do not: allreduce gets every dtype at 2 ranks; the
+# thread-based suite (process_group_test) covers the full op x dtype x size matrix.
+run() {
+  local nproc=$1 op=$2 dtype=$3 out rows
+  out=$("$ringrun" --standalone --nproc_per_node "$nproc" --use_env --timeout 60 \
+    "$ringbench" --op "$op" --dtype "$dtype" --check --min-bytes 1 --max-bytes 256K --factor 16 \
+    --iters 2 --warmup 1 2>&1) || { echo "$out"; echo "FAILED: $nproc ranks, $op, $dtype"; exit 1; }
+  rows=$(echo "$out" | grep -cE "^\[rank 0\]: +[0-9]+ .* 0$" || true)
+  [ "$rows" -ge 3 ] || { echo "$out"; echo "FAILED: expected >= 3 checked rows with 0 wrong ($nproc, $op, $dtype)"; exit 1; }
+  echo "ringbench --check: $nproc ranks, $op, $dtype: $rows sizes, 0 wrong elements"
+}
+for dtype in float32 float64 float16 bfloat16 int32 int64 uint8; do run 2 allreduce "$dtype"; done
+run 2 broadcast float32
+run 2 allgather float32
+run 3 allreduce bfloat16
+run 3 allreduce int64
+run 3 broadcast uint8
+run 3 allgather float32
