@@ -17,6 +17,8 @@ packages=(
   libopenblas0-pthread
   # tests: GoogleTest, a real Redis, the real Fashion-MNIST, network namespaces
   googletest libgtest-dev redis-server dataset-fashion-mnist iproute2
+  # `docker-compose config` validates docker-compose.yml without a Docker engine
+  docker-compose
   # PyTorch's own Python torch.distributed, for interop tests and side-by-side benchmarks
   python3-torch
 )
