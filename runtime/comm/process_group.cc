@@ -17,48 +17,10 @@
 #include "rendezvous/store_wait.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
+#include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
 namespace {
-
-std::string human_bytes(int64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 3) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
-  return buf;
-}
-
-std::string dtype_name(const at::Tensor& t) {
-  switch (t.scalar_type()) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kByte: return "uint8";
-    default: return c10::toString(t.scalar_type());
-  }
-}
-
-// Gloo only needs the element size: pass an unsigned type of the same width, and let the
-// reduce function interpret the bytes as the real dtype.
-template <typename Fn>
-void with_element_type(size_t itemsize, Fn&& fn) {
-  switch (itemsize) {
-    case 1: fn(uint8_t{}); return;
-    case 2: fn(uint16_t{}); return;
-    case 4: fn(uint32_t{}); return;
-    case 8: fn(uint64_t{}); return;
-  }
-  throw InvalidArgumentError(str_cat("element size ", itemsize, " is not carried"));
-}
 
 std::chrono::milliseconds resolve_timeout(const ProcessGroupOptions& options, std::chrono::milliseconds fallback) {
   if (options.timeout) return *options.timeout;
@@ -106,6 +68,35 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
 }
 
 ProcessGroup::~ProcessGroup() { shutdown(); }
+
+std::exception_ptr ProcessGroup::classify_failure(const std::string& description, const std::exception& e,
+                                                  std::chrono::milliseconds timeout) {
+  // Gloo's IoException covers both a peer that closed its connection and an operation that ran
+  // past its timeout; its text says which (and names the peer's address when it knows it).
+  const std::string what = e.what();
+  const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
+  const std::string message = str_cat(
+      description, timed_out ? " timed out" : " lost a peer", " after at most ", format_duration_ms(timeout.count()),
+      ": ", what,
+      timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
+                  "collectives in the same order); "
+                : "; a peer process died or its connection broke: check the other ranks' logs; ",
+      "the group is now broken: recreate it; ", kRaiseTimeoutHint);
+  return timed_out ? std::make_exception_ptr(TimeoutError(message)) : std::make_exception_ptr(PeerLostError(message));
+}
+
+void ProcessGroup::check_root(const char* op, int root) const {
+  if (root < 0 || root >= size_) {
+    throw InvalidArgumentError(str_cat(context_prefix(), op, ": root rank ", root, " is outside [0, ", size_, ")"));
+  }
+}
+
+void ProcessGroup::check_peer(const char* op, int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    throw InvalidArgumentError(str_cat(context_prefix(), op, ": peer rank ", peer, " must be in [0, ", size_,
+                                       ") and not this rank (", rank_, ")"));
+  }
+}
 
 std::string ProcessGroup::context_prefix() const { return str_cat("[rank ", rank_, "/", size_, "] "); }
 
@@ -163,42 +154,13 @@ void ProcessGroup::worker_loop() {
     } catch (const Error&) {
       failure = std::current_exception();
     } catch (const std::exception& e) {
-      // Gloo's IoException covers both a peer that closed its connection and an operation
-      // that ran past its timeout; its text says which.
-      const std::string what = e.what();
-      const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
-      const std::string message = str_cat(
-          task.work->description(), timed_out ? " timed out" : " lost a peer", " after at most ",
-          format_duration_ms(timeout_.count()), ": ", what,
-          timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
-                      "collectives in the same order); "
-                    : "; a peer process died or its connection broke: check the other ranks' logs; ",
-          "the group is now broken: recreate it; ", kRaiseTimeoutHint);
-      failure = timed_out ? std::make_exception_ptr(TimeoutError(message))
-                          : std::make_exception_ptr(PeerLostError(message));
+      failure = classify_failure(task.work->description(), e, timeout_);
       std::lock_guard<std::mutex> lock(mutex_);
       broken_ = failure;
     }
     task.work->finish(failure);
   }
 }
-
-namespace {
-
-// Checks shared by every operation, on the caller's thread.
-void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t) {
-  if (!t.defined()) throw InvalidArgumentError(str_cat(who, op, ": the ", role, " tensor is undefined"));
-  if (!t.device().is_cpu()) {
-    throw InvalidArgumentError(str_cat(who, op, ": the ", role, " tensor is on ", t.device().str(),
-                                       "; this build carries CPU tensors only"));
-  }
-  if (!t.is_contiguous()) {
-    throw InvalidArgumentError(str_cat(who, op, ": the ", role, " tensor is not contiguous; call .contiguous() first"));
-  }
-  reduce_function(ReduceOp::kSum, t.scalar_type());  // throws for a dtype that is not carried
-}
-
-}  // namespace
 
 std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp op) {
   check_tensor(context_prefix(), "allreduce", "", tensor);
@@ -210,7 +172,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   auto context = context_;
   const auto timeout = timeout_;
   const int size = size_;
-  const std::string detail = str_cat(human_bytes(tensor.nbytes()), " ", dtype_name(tensor), " ", reduce_op_name(op));
+  const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op));
   return submit("allreduce", detail, {tensor}, [=](uint32_t tag) mutable {
     if (tensor.numel() == 0) return;
     with_element_type(tensor.element_size(), [&](auto element) {
@@ -228,16 +190,14 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root) {
   check_tensor(context_prefix(), "broadcast", "", tensor);
-  if (root < 0 || root >= size_) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "broadcast: root rank ", root, " is outside [0, ", size_, ")"));
-  }
+  check_root("broadcast", root);
   auto context = context_;
   const auto timeout = timeout_;
-  return submit("broadcast", str_cat(human_bytes(tensor.nbytes()), " ", dtype_name(tensor), " from rank ", root),
+  return submit("broadcast", str_cat(tensor_summary(tensor), " from rank ", root),
                 {tensor}, [=](uint32_t tag) {
                   if (tensor.numel() == 0) return;
                   gloo::BroadcastOptions opts(context);
-                  opts.setOutput<uint8_t>(static_cast<uint8_t*>(tensor.data_ptr()), tensor.nbytes());
+                  opts.setOutput<uint8_t>(data_as<uint8_t>(tensor), tensor.nbytes());
                   opts.setRoot(root);
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
@@ -248,23 +208,15 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root)
 std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output) {
   check_tensor(context_prefix(), "allgather", "input", input);
   check_tensor(context_prefix(), "allgather", "output", output);
-  if (input.scalar_type() != output.scalar_type()) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "allgather: input is ", dtype_name(input), " but output is ",
-                                       dtype_name(output)));
-  }
-  if (output.numel() != input.numel() * size_) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "allgather: output has ", output.numel(),
-                                       " elements; expected world size x input = ", size_, " x ", input.numel(), " = ",
-                                       input.numel() * size_));
-  }
+  check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
   auto context = context_;
   const auto timeout = timeout_;
-  return submit("allgather", str_cat(human_bytes(input.nbytes()), " ", dtype_name(input), " per rank"),
+  return submit("allgather", str_cat(tensor_summary(input), " per rank"),
                 {input, output}, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
                   gloo::AllgatherOptions opts(context);
-                  opts.setInput<uint8_t>(static_cast<uint8_t*>(input.data_ptr()), input.nbytes());
-                  opts.setOutput<uint8_t>(static_cast<uint8_t*>(output.data_ptr()), output.nbytes());
+                  opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+                  opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::allgather(opts);

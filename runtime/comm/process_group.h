@@ -76,12 +76,37 @@ class ProcessGroup {
   // `output` holds size() * input.numel() elements of input's dtype, rank r's block at r.
   std::shared_ptr<Work> allgather_async(at::Tensor input, at::Tensor output);
   std::shared_ptr<Work> barrier_async();
+  // The result lands in `tensor` on `root`; other ranks' tensors are scratch afterwards.
+  std::shared_ptr<Work> reduce_async(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum);
+  // `output` (root only; ignored elsewhere, may be undefined) holds size() * input.numel() elements.
+  std::shared_ptr<Work> gather_async(at::Tensor input, at::Tensor output, int root);
+  // `input` (root only) holds size() * output.numel() elements; rank r receives block r.
+  std::shared_ptr<Work> scatter_async(at::Tensor input, at::Tensor output, int root);
+  // `input` holds size() * output.numel() elements; rank r receives the reduction of block r.
+  // Costs one temporary copy of `input` (Gloo reduces the whole buffer, then r's block is kept).
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum);
+  // Both hold size() * n elements; block j of rank r's input lands in block r of rank j's output.
+  std::shared_ptr<Work> alltoall_async(at::Tensor input, at::Tensor output);
+  // Point to point, outside the collective order: posted at once on the caller's thread (so a
+  // send and a recv may be outstanding in both directions), completed by Work::wait(). The
+  // receiver names the sender and the same tag.
+  std::shared_ptr<Work> send_async(at::Tensor tensor, int dst, uint32_t tag = 0);
+  std::shared_ptr<Work> recv_async(at::Tensor tensor, int src, uint32_t tag = 0);
 
   // Synchronous forms: submit, then wait.
   void allreduce(at::Tensor tensor, ReduceOp op = ReduceOp::kSum) { allreduce_async(tensor, op)->wait(); }
   void broadcast(at::Tensor tensor, int root) { broadcast_async(tensor, root)->wait(); }
   void allgather(at::Tensor input, at::Tensor output) { allgather_async(input, output)->wait(); }
   void barrier() { barrier_async()->wait(); }
+  void reduce(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum) { reduce_async(tensor, root, op)->wait(); }
+  void gather(at::Tensor input, at::Tensor output, int root) { gather_async(input, output, root)->wait(); }
+  void scatter(at::Tensor input, at::Tensor output, int root) { scatter_async(input, output, root)->wait(); }
+  void reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum) {
+    reduce_scatter_async(input, output, op)->wait();
+  }
+  void alltoall(at::Tensor input, at::Tensor output) { alltoall_async(input, output)->wait(); }
+  void send(at::Tensor tensor, int dst, uint32_t tag = 0) { send_async(tensor, dst, tag)->wait(); }
+  void recv(at::Tensor tensor, int src, uint32_t tag = 0) { recv_async(tensor, src, tag)->wait(); }
 
   // Runs what is queued, then stops the worker and releases the sockets. Idempotent.
   void shutdown();
@@ -93,6 +118,11 @@ class ProcessGroup {
                                std::function<void(uint32_t tag)> run);
   void worker_loop();
   std::string context_prefix() const;  // "[rank 0/2] "
+  void check_root(const char* op, int root) const;
+  void check_peer(const char* op, int peer) const;
+  // Turns a Gloo exception into TimeoutError / PeerLostError with the operation's context.
+  static std::exception_ptr classify_failure(const std::string& description, const std::exception& e,
+                                             std::chrono::milliseconds timeout);
 
   const int rank_;
   const int size_;

@@ -12,8 +12,27 @@ bool Work::is_completed() const {
   return done_;
 }
 
+void Work::set_waiter(std::function<void(std::chrono::milliseconds)> waiter) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  waiter_ = std::move(waiter);
+}
+
 void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   const auto limit = timeout.value_or(default_timeout_);
+  std::function<void(std::chrono::milliseconds)> waiter;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_ && waiter_) waiter = std::move(waiter_);
+    waiter_ = nullptr;
+  }
+  if (waiter) {
+    try {
+      waiter(limit);
+      finish();
+    } catch (...) {
+      finish(std::current_exception());
+    }
+  }
   std::unique_lock<std::mutex> lock(mutex_);
   if (!done_cv_.wait_for(lock, limit, [&] { return done_; })) {
     throw TimeoutError(str_cat(description_, ": not complete after ", format_duration_ms(limit.count()),

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -34,6 +35,9 @@ class Work {
 
   // Worker side: marks the operation done, with its failure if any.
   void finish(std::exception_ptr error = nullptr);
+  // For operations that complete on the waiting thread (send/recv): wait() runs `waiter` once
+  // with its timeout; the waiter throws on failure.
+  void set_waiter(std::function<void(std::chrono::milliseconds)> waiter);
 
  private:
   const std::string description_;
@@ -43,6 +47,7 @@ class Work {
   std::condition_variable done_cv_;
   bool done_ = false;  // guarded by mutex_
   std::exception_ptr error_;  // guarded by mutex_
+  std::function<void(std::chrono::milliseconds)> waiter_;  // guarded by mutex_; run by the first wait()
 };
 
 }  // namespace ringtorch

@@ -116,6 +116,102 @@ TEST(ProcessGroup, AllgatherPlacesEachRanksBlock) {
   }
 }
 
+TEST(ProcessGroup, ReduceToEveryRoot) {
+  for (int world : {1, 2, 3, 4}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (int root = 0; root < world; ++root) {
+        for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+          for (auto dtype : {at::kFloat, at::kBFloat16, at::kLong, at::kByte}) {
+            if (op == ReduceOp::kAvg && !at::isFloatingType(dtype)) continue;
+            at::Tensor t = input_for(group.rank(), 1000, dtype);
+            group.reduce(t, root, op);
+            if (group.rank() == root) {
+              ASSERT_TRUE(at::equal(t, expected_for(op, world, 1000, dtype)))
+                  << "world " << world << " root " << root << " " << reduce_op_name(op);
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, GatherAndScatterThroughEveryRoot) {
+  for (int world : {1, 2, 3, 5}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (int root = 0; root < world; ++root) {
+        for (int64_t count : {0, 1, 7, 1000}) {
+          const bool is_root = group.rank() == root;
+          at::Tensor mine = at::full({count}, group.rank() * 10 + root, at::kInt);
+          at::Tensor all = is_root ? at::empty({count * world}, at::kInt) : at::Tensor();
+          group.gather(mine, all, root);
+          at::Tensor expected = at::empty({count * world}, at::kInt);
+          for (int r = 0; r < world; ++r) expected.narrow(0, r * count, count).fill_(r * 10 + root);
+          if (is_root) ASSERT_TRUE(at::equal(all, expected)) << "gather, root " << root << " count " << count;
+
+          at::Tensor source = is_root ? expected : at::Tensor();
+          at::Tensor got = at::empty({count}, at::kInt);
+          group.scatter(source, got, root);
+          ASSERT_TRUE(at::equal(got, at::full({count}, group.rank() * 10 + root, at::kInt))) << "scatter";
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, ReduceScatterGivesEachRankItsReducedBlock) {
+  for (int world : {1, 2, 3, 4}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (auto op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg}) {
+        for (int64_t count : {0, 1, 7, 1000}) {
+          at::Tensor input = input_for(group.rank(), count * world, at::kDouble);
+          at::Tensor before = input.clone();
+          at::Tensor output = at::empty({count}, at::kDouble);
+          group.reduce_scatter(input, output, op);
+          at::Tensor want = expected_for(op, world, count * world, at::kDouble).narrow(0, group.rank() * count, count);
+          ASSERT_TRUE(at::equal(output, want)) << "world " << world << " " << reduce_op_name(op) << " count " << count;
+          ASSERT_TRUE(at::equal(input, before)) << "the input must stay untouched";
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, AlltoallTransposesBlocks) {
+  for (int world : {1, 2, 3, 4}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (int64_t block : {0, 1, 5}) {
+        // Block j of rank r's input holds 100 r + j; block r of rank j's output must hold it.
+        at::Tensor input = at::empty({block * world}, at::kLong);
+        for (int j = 0; j < world; ++j) input.narrow(0, j * block, block).fill_(100 * group.rank() + j);
+        at::Tensor output = at::empty({block * world}, at::kLong);
+        group.alltoall(input, output);
+        for (int r = 0; r < world; ++r) {
+          ASSERT_TRUE(at::equal(output.narrow(0, r * block, block), at::full({block}, 100 * r + group.rank(), at::kLong)));
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, SendAndRecvInBothDirectionsAtOnce) {
+  on_ranks(3, [&](ProcessGroup& group) {
+    const int next = (group.rank() + 1) % 3, prev = (group.rank() + 2) % 3;
+    // Everyone sends to the next rank and receives from the previous one, with two tags, all
+    // outstanding at once: a single ordered queue would deadlock here.
+    at::Tensor out_a = at::full({1000}, group.rank(), at::kFloat), out_b = at::full({3}, -group.rank(), at::kFloat);
+    at::Tensor in_a = at::empty({1000}, at::kFloat), in_b = at::empty({3}, at::kFloat);
+    auto s1 = group.send_async(out_a, next, 1);
+    auto s2 = group.send_async(out_b, next, 2);
+    auto r2 = group.recv_async(in_b, prev, 2);
+    auto r1 = group.recv_async(in_a, prev, 1);
+    for (auto& w : {s1, s2, r1, r2}) w->wait();
+    EXPECT_TRUE(at::equal(in_a, at::full({1000}, prev, at::kFloat)));
+    EXPECT_TRUE(at::equal(in_b, at::full({3}, -prev, at::kFloat)));
+    group.barrier();  // collectives still line up after point-to-point traffic
+  });
+}
+
 TEST(ProcessGroup, AsyncWorkKeepsTensorsAliveAndRunsInOrder) {
   on_ranks(3, [&](ProcessGroup& group) {
     std::vector<std::shared_ptr<Work>> works;
@@ -150,6 +246,12 @@ TEST(ProcessGroup, BadArgumentsAreRefusedBeforeAnythingIsQueued) {
     expect_invalid([&] { group.broadcast(at::ones({2}), 5); }, "root rank 5 is outside [0, 1)");
     expect_invalid([&] { group.allgather(at::ones({2}), at::ones({3})); }, "expected world size x input");
     expect_invalid([&] { group.allgather(at::ones({2}), at::ones({2}, at::kDouble)); }, "input is float32 but output is float64");
+    expect_invalid([&] { group.reduce(at::ones({2}), -1); }, "reduce: root rank -1 is outside [0, 1)");
+    expect_invalid([&] { group.gather(at::ones({2}), at::ones({3}), 0); }, "gather: output has 3 elements");
+    expect_invalid([&] { group.scatter(at::ones({3}), at::ones({2}), 0); }, "scatter: input has 3 elements");
+    expect_invalid([&] { group.reduce_scatter(at::ones({3}), at::ones({2})); }, "reduce_scatter: input has 3 elements");
+    expect_invalid([&] { group.alltoall(at::ones({2}), at::ones({3})); }, "alltoall: input (2 float32)");
+    expect_invalid([&] { group.send(at::ones({2}), 0); }, "send: peer rank 0 must be in [0, 1) and not this rank");
     group.allreduce(at::ones({2}));  // still usable
   });
 }

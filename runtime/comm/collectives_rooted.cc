@@ -1,0 +1,151 @@
+// ProcessGroup: reduce, gather, scatter, reduce_scatter, alltoall (the queue and the simpler
+// collectives are in process_group.cc; send/recv in point_to_point.cc).
+#include <ATen/ATen.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/scatter.h>
+
+#include "runtime/comm/process_group.h"
+#include "runtime/comm/reduce_kernels.h"
+#include "runtime/comm/tensor_checks.h"
+
+namespace ringtorch {
+
+std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, ReduceOp op) {
+  check_tensor(context_prefix(), "reduce", "", tensor);
+  check_root("reduce", root);
+  if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "reduce: avg of ", dtype_name(tensor),
+                                       " is not defined; use sum and divide"));
+  }
+  auto reduce = reduce_function(op, tensor.scalar_type());
+  auto context = context_;
+  const auto timeout = timeout_;
+  const int size = size_, rank = rank_;
+  return submit("reduce", str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {tensor},
+                [=](uint32_t tag) mutable {
+                  if (tensor.numel() == 0) return;
+                  with_element_type(tensor.element_size(), [&](auto element) {
+                    using T = decltype(element);
+                    gloo::ReduceOptions opts(context);
+                    opts.setInput<T>(data_as<T>(tensor), static_cast<size_t>(tensor.numel()));
+                    opts.setOutput<T>(data_as<T>(tensor), static_cast<size_t>(tensor.numel()));
+                    opts.setRoot(root);
+                    opts.setReduceFunction(reduce);
+                    opts.setTag(tag);
+                    opts.setTimeout(timeout);
+                    gloo::reduce(opts);
+                  });
+                  if (op == ReduceOp::kAvg && rank == root) tensor.div_(size);
+                });
+}
+
+std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor output, int root) {
+  check_tensor(context_prefix(), "gather", "input", input);
+  check_root("gather", root);
+  if (rank_ == root) {
+    check_tensor(context_prefix(), "gather", "output", output);
+    check_blocks(context_prefix(), "gather", input, "input", output, "output", size_);
+  }
+  auto context = context_;
+  const auto timeout = timeout_;
+  const bool is_root = rank_ == root;
+  std::vector<at::Tensor> keep{input};
+  if (is_root) keep.push_back(output);
+  return submit("gather", str_cat(tensor_summary(input), " per rank to rank ", root), keep, [=](uint32_t tag) {
+    if (input.numel() == 0) return;
+    gloo::GatherOptions opts(context);
+    opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+    if (is_root) opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::gather(opts);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor output, int root) {
+  check_tensor(context_prefix(), "scatter", "output", output);
+  check_root("scatter", root);
+  if (rank_ == root) {
+    check_tensor(context_prefix(), "scatter", "input", input);
+    check_blocks(context_prefix(), "scatter", output, "output", input, "input", size_);
+  }
+  auto context = context_;
+  const auto timeout = timeout_;
+  const bool is_root = rank_ == root;
+  const int size = size_;
+  std::vector<at::Tensor> keep{output};
+  if (is_root) keep.push_back(input);
+  return submit("scatter", str_cat(tensor_summary(output), " per rank from rank ", root), keep, [=](uint32_t tag) {
+    if (output.numel() == 0) return;
+    gloo::ScatterOptions opts(context);
+    if (is_root) {
+      std::vector<uint8_t*> blocks;
+      for (int r = 0; r < size; ++r) blocks.push_back(data_as<uint8_t>(input) + r * output.nbytes());
+      opts.setInputs<uint8_t>(blocks, output.nbytes());
+    }
+    opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+    opts.setRoot(root);
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::scatter(opts);
+  });
+}
+
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op) {
+  check_tensor(context_prefix(), "reduce_scatter", "input", input);
+  check_tensor(context_prefix(), "reduce_scatter", "output", output);
+  check_blocks(context_prefix(), "reduce_scatter", output, "output", input, "input", size_);
+  if (op == ReduceOp::kAvg && !at::isFloatingType(input.scalar_type())) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "reduce_scatter: avg of ", dtype_name(input),
+                                       " is not defined; use sum and divide"));
+  }
+  auto reduce = reduce_function(op, input.scalar_type());
+  auto context = context_;
+  const auto timeout = timeout_;
+  const int size = size_, rank = rank_;
+  return submit("reduce_scatter", str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output},
+                [=](uint32_t tag) mutable {
+                  if (output.numel() == 0) return;
+                  at::Tensor all = input.clone();  // the caller's input stays untouched
+                  with_element_type(all.element_size(), [&](auto element) {
+                    using T = decltype(element);
+                    gloo::AllreduceOptions opts(context);
+                    opts.setOutput<T>(data_as<T>(all), static_cast<size_t>(all.numel()));
+                    opts.setReduceFunction(reduce);
+                    opts.setTag(tag);
+                    opts.setTimeout(timeout);
+                    gloo::allreduce(opts);
+                  });
+                  at::Tensor mine = all.narrow(0, rank * output.numel(), output.numel());
+                  output.copy_(mine.view(output.sizes()));
+                  if (op == ReduceOp::kAvg) output.div_(size);
+                });
+}
+
+std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor output) {
+  check_tensor(context_prefix(), "alltoall", "input", input);
+  check_tensor(context_prefix(), "alltoall", "output", output);
+  if (input.scalar_type() != output.scalar_type() || input.numel() != output.numel() || input.numel() % size_ != 0) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "alltoall: input (", input.numel(), " ", dtype_name(input),
+                                       ") and output (", output.numel(), " ", dtype_name(output),
+                                       ") must have the same dtype and a number of elements divisible by the world size ",
+                                       size_));
+  }
+  auto context = context_;
+  const auto timeout = timeout_;
+  return submit("alltoall", tensor_summary(input), {input, output}, [=](uint32_t tag) {
+    if (input.numel() == 0) return;
+    gloo::AlltoallOptions opts(context);
+    opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+    opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+    opts.setTag(tag);
+    opts.setTimeout(timeout);
+    gloo::alltoall(opts);
+  });
+}
+
+}  // namespace ringtorch

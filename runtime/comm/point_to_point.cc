@@ -1,0 +1,76 @@
+// ProcessGroup: send and recv. Unlike collectives they do not go through the worker's queue:
+// a send and a recv may be outstanding in both directions at once (rank 0 sends to 1 while 1
+// sends to 0), which a single ordered queue would deadlock. They are posted on the caller's
+// thread through Gloo unbound buffers and completed by Work::wait().
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "runtime/comm/process_group.h"
+#include "runtime/comm/tensor_checks.h"
+
+namespace ringtorch {
+namespace {
+
+// Gloo matches sends and receives by (peer, slot); user tags live in their own slot range, far
+// from the collectives' sequence-number tags.
+uint64_t p2p_slot(uint32_t tag) { return (uint64_t{1} << 40) | tag; }
+
+}  // namespace
+
+std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag) {
+  check_tensor(context_prefix(), "send", "", tensor);
+  check_peer("send", dst);
+  auto work = std::make_shared<Work>(str_cat(context_prefix(), "send (group ", name_, ", ", tensor_summary(tensor),
+                                             " to rank ", dst, ", tag ", tag, ")"),
+                                     std::vector<at::Tensor>{tensor}, timeout_ + std::chrono::seconds(2));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_) {
+      work->finish(broken_);
+      return work;
+    }
+  }
+  std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
+      context_->createUnboundBuffer(tensor.data_ptr(), tensor.nbytes());
+  buffer->send(dst, p2p_slot(tag));
+  const std::string description = work->description();
+  // The waiter holds the context too: the buffer needs its pairs even if the group goes first.
+  work->set_waiter([context = context_, buffer, description](std::chrono::milliseconds timeout) {
+    try {
+      buffer->waitSend(timeout);
+    } catch (const std::exception& e) {
+      std::rethrow_exception(classify_failure(description, e, timeout));
+    }
+  });
+  return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag) {
+  check_tensor(context_prefix(), "recv", "", tensor);
+  check_peer("recv", src);
+  auto work = std::make_shared<Work>(str_cat(context_prefix(), "recv (group ", name_, ", ", tensor_summary(tensor),
+                                             " from rank ", src, ", tag ", tag, ")"),
+                                     std::vector<at::Tensor>{tensor}, timeout_ + std::chrono::seconds(2));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_) {
+      work->finish(broken_);
+      return work;
+    }
+  }
+  std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
+      context_->createUnboundBuffer(tensor.data_ptr(), tensor.nbytes());
+  buffer->recv(src, p2p_slot(tag));
+  const std::string description = work->description();
+  // The waiter holds the context too: the buffer needs its pairs even if the group goes first.
+  work->set_waiter([context = context_, buffer, description](std::chrono::milliseconds timeout) {
+    try {
+      buffer->waitRecv(timeout);
+    } catch (const std::exception& e) {
+      std::rethrow_exception(classify_failure(description, e, timeout));
+    }
+  });
+  return work;
+}
+
+}  // namespace ringtorch

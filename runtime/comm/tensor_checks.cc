@@ -1,0 +1,62 @@
+#include "runtime/comm/tensor_checks.h"
+
+#include <cstdio>
+
+#include "runtime/comm/reduce_kernels.h"
+
+namespace ringtorch {
+
+std::string human_bytes(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 3) {
+    v /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+std::string dtype_name(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kBFloat16: return "bfloat16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    case at::kByte: return "uint8";
+    default: return c10::toString(t.scalar_type());
+  }
+}
+
+std::string tensor_summary(const at::Tensor& t) { return human_bytes(t.nbytes()) + " " + dtype_name(t); }
+
+void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t) {
+  const std::string what = *role ? std::string(" ") + role : std::string();
+  if (!t.defined()) throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is undefined"));
+  if (!t.device().is_cpu()) {
+    throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is on ", t.device().str(),
+                                       "; this build carries CPU tensors only"));
+  }
+  if (!t.is_contiguous()) {
+    throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is not contiguous; call .contiguous() first"));
+  }
+  reduce_function(ReduceOp::kSum, t.scalar_type());  // throws for a dtype that is not carried
+}
+
+void check_blocks(const std::string& who, const char* op, const at::Tensor& small, const char* small_role,
+                  const at::Tensor& big, const char* big_role, int64_t factor) {
+  if (small.scalar_type() != big.scalar_type()) {
+    throw InvalidArgumentError(str_cat(who, op, ": ", small_role, " is ", dtype_name(small), " but ", big_role, " is ",
+                                       dtype_name(big)));
+  }
+  if (big.numel() != small.numel() * factor) {
+    throw InvalidArgumentError(str_cat(who, op, ": ", big_role, " has ", big.numel(), " elements; expected world size x ",
+                                       small_role, " = ", factor, " x ", small.numel(), " = ", small.numel() * factor));
+  }
+}
+
+}  // namespace ringtorch
