@@ -14,6 +14,7 @@
 namespace ringtorch {
 
 std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, ReduceOp op) {
+  check_member("reduce");
   check_tensor(context_prefix(), "reduce", "", tensor);
   check_root("reduce", root);
   if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
@@ -43,6 +44,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, Re
 }
 
 std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor output, int root) {
+  check_member("gather");
   check_tensor(context_prefix(), "gather", "input", input);
   check_root("gather", root);
   if (rank_ == root) {
@@ -67,6 +69,7 @@ std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor ou
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor output, int root) {
+  check_member("scatter");
   check_tensor(context_prefix(), "scatter", "output", output);
   check_root("scatter", root);
   if (rank_ == root) {
@@ -96,6 +99,7 @@ std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor o
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op) {
+  check_member("reduce_scatter");
   check_tensor(context_prefix(), "reduce_scatter", "input", input);
   check_tensor(context_prefix(), "reduce_scatter", "output", output);
   check_blocks(context_prefix(), "reduce_scatter", output, "output", input, "input", size_);
@@ -127,6 +131,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor output) {
+  check_member("alltoall");
   check_tensor(context_prefix(), "alltoall", "input", input);
   check_tensor(context_prefix(), "alltoall", "output", output);
   if (input.scalar_type() != output.scalar_type() || input.numel() != output.numel() || input.numel() % size_ != 0) {

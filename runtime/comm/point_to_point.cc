@@ -18,6 +18,7 @@ uint64_t p2p_slot(uint32_t tag) { return (uint64_t{1} << 40) | tag; }
 }  // namespace
 
 std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag) {
+  check_member("send");
   check_tensor(context_prefix(), "send", "", tensor);
   check_peer("send", dst);
   auto work = std::make_shared<Work>(str_cat(context_prefix(), "send (group ", name_, ", ", tensor_summary(tensor),
@@ -46,6 +47,7 @@ std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint3
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag) {
+  check_member("recv");
   check_tensor(context_prefix(), "recv", "", tensor);
   check_peer("recv", src);
   auto work = std::make_shared<Work>(str_cat(context_prefix(), "recv (group ", name_, ", ", tensor_summary(tensor),

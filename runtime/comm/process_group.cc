@@ -8,6 +8,7 @@
 #include <gloo/rendezvous/context.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "rendezvous/error.h"
@@ -63,8 +64,46 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
                                 "RINGTORCH_SOCKET_IFNAME), or ", kRaiseTimeoutHint));
   }
   group->context_ = context;
+  group->store_ = store;
+  group->store_host_ = store_host;
   group->worker_ = std::thread(&ProcessGroup::worker_loop, group.get());
   return group;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, ProcessGroupOptions options) {
+  check_member("new_group");
+  std::string list;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= size_ || (i > 0 && ranks[i] <= ranks[i - 1])) {
+      throw InvalidArgumentError(str_cat(context_prefix(), "new_group: ranks must be increasing and in [0, ", size_,
+                                         "); got rank ", ranks[i], " at position ", i));
+    }
+    list += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  if (ranks.empty()) throw InvalidArgumentError(context_prefix() + "new_group: no ranks given");
+  // Every rank counts its new_group calls the same way: the count names the subgroup's keys.
+  const int index = subgroups_created_++;
+  if (options.name == "default") options.name = str_cat(name_, ".sub", index);
+  if (!options.timeout) options.timeout = timeout_;
+  auto it = std::find(ranks.begin(), ranks.end(), rank_);
+  if (it == ranks.end()) {
+    std::shared_ptr<ProcessGroup> outsider(new ProcessGroup(rank_, size_, options.name, *options.timeout));
+    outsider->member_ = false;
+    outsider->members_ = list;
+    return outsider;
+  }
+  auto scoped = c10::make_intrusive<c10d::PrefixStore>(str_cat("subgroup", index), store_);
+  auto group = create(scoped, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()), store_host_,
+                      std::move(options));
+  group->members_ = list;
+  return group;
+}
+
+void ProcessGroup::check_member(const char* op) const {
+  if (!member_) {
+    throw InvalidArgumentError(str_cat("[rank ", rank_, "] ", op, ": this rank is not a member of group '", name_,
+                                       "' (ranks ", members_, "); only they may call into it"));
+  }
 }
 
 ProcessGroup::~ProcessGroup() { shutdown(); }
@@ -163,6 +202,7 @@ void ProcessGroup::worker_loop() {
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp op) {
+  check_member("allreduce");
   check_tensor(context_prefix(), "allreduce", "", tensor);
   if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
     throw InvalidArgumentError(str_cat(context_prefix(), "allreduce: avg of ", dtype_name(tensor),
@@ -189,6 +229,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root) {
+  check_member("broadcast");
   check_tensor(context_prefix(), "broadcast", "", tensor);
   check_root("broadcast", root);
   auto context = context_;
@@ -206,6 +247,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root)
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output) {
+  check_member("allgather");
   check_tensor(context_prefix(), "allgather", "input", input);
   check_tensor(context_prefix(), "allgather", "output", output);
   check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
@@ -224,6 +266,7 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier_async() {
+  check_member("barrier");
   auto context = context_;
   const auto timeout = timeout_;
   return submit("barrier", str_cat(size_, " ranks"), {}, [=](uint32_t tag) {

@@ -111,8 +111,16 @@ class ProcessGroup {
   // Runs what is queued, then stops the worker and releases the sockets. Idempotent.
   void shutdown();
 
+  // A subgroup of `ranks` (ranks of this group), as torch.distributed.new_group: every rank of
+  // this group must call it, in the same order relative to other new_group calls, with the same
+  // list. Members get a connected group (their rank is their index in `ranks`); the others get
+  // a group whose every operation throws InvalidArgumentError naming the group and its ranks.
+  std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, ProcessGroupOptions options = {});
+  bool is_member() const { return member_; }
+
  private:
   ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout);
+  void check_member(const char* op) const;
   // Queues `run` (executed on the worker thread with the operation's tag) under a new Work.
   std::shared_ptr<Work> submit(const std::string& op, const std::string& detail, std::vector<at::Tensor> tensors,
                                std::function<void(uint32_t tag)> run);
@@ -129,6 +137,11 @@ class ProcessGroup {
   const std::string name_;
   const std::chrono::milliseconds timeout_;
   std::string network_;  // constant after create()
+  bool member_ = true;  // constant after create(); false: this rank is outside the subgroup
+  std::string members_;  // constant after create(); "0, 2" for messages
+  c10::intrusive_ptr<c10d::Store> store_;  // constant after create(); subgroups prefix it
+  std::string store_host_;  // constant after create()
+  std::atomic<int> subgroups_created_{0};
   std::shared_ptr<gloo::Context> context_;  // constant after create(); used by the worker only
 
   struct Task {

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <filesystem>
 #include <thread>
 
 #include "rendezvous/deadline_store.h"
@@ -210,6 +211,76 @@ TEST(ProcessGroup, SendAndRecvInBothDirectionsAtOnce) {
     EXPECT_TRUE(at::equal(in_b, at::full({3}, -prev, at::kFloat)));
     group.barrier();  // collectives still line up after point-to-point traffic
   });
+}
+
+TEST(ProcessGroup, SubgroupsHaveTheirOwnContextAndRefuseOutsiders) {
+  on_ranks(4, [&](ProcessGroup& group) {
+    auto evens = group.new_group({0, 2});
+    auto odds = group.new_group({1, 3});
+    auto everyone = group.new_group({0, 1, 2, 3});
+    auto& mine = group.rank() % 2 == 0 ? evens : odds;
+    auto& other = group.rank() % 2 == 0 ? odds : evens;
+    ASSERT_TRUE(mine->is_member());
+    EXPECT_EQ(mine->size(), 2);
+    EXPECT_EQ(mine->rank(), group.rank() / 2);
+    at::Tensor t = at::full({10}, group.rank(), at::kLong);
+    mine->allreduce(t);
+    EXPECT_TRUE(at::equal(t, at::full({10}, group.rank() % 2 == 0 ? 0 + 2 : 1 + 3, at::kLong)));
+    at::Tensor u = at::ones({3});
+    everyone->allreduce(u);
+    EXPECT_TRUE(at::equal(u, at::full({3}, 4.0f)));
+    EXPECT_FALSE(other->is_member());
+    try {
+      other->allreduce(at::ones({1}));
+      ADD_FAILURE() << "an outsider called into a subgroup";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("is not a member of group"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(group.rank() % 2 == 0 ? "(ranks 1, 3)" : "(ranks 0, 2)"), std::string::npos)
+          << e.what();
+    }
+    group.barrier();
+  });
+}
+
+TEST(ProcessGroup, NewGroupRejectsBadRankLists) {
+  on_ranks(2, [&](ProcessGroup& group) {
+    EXPECT_THROW(group.new_group({1, 0}), InvalidArgumentError);
+    EXPECT_THROW(group.new_group({0, 2}), InvalidArgumentError);
+    EXPECT_THROW(group.new_group({}), InvalidArgumentError);
+  });
+}
+
+// File descriptors and threads of this process, for leak checks.
+int count_entries(const char* dir) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+TEST(ProcessGroup, ThousandCreateDestroyCyclesLeakNothing) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  auto cycle = [&](int i) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        ProcessGroupOptions options;
+        options.name = "cycle" + std::to_string(i);
+        auto group = ProcessGroup::create(store, r, 2, "127.0.0.1", options);
+        at::Tensor t = at::ones({4});
+        group->allreduce(t);
+        group->shutdown();
+      });
+    }
+    for (auto& t : threads) t.join();
+  };
+  cycle(-1);  // warm up lazily created state (Gloo's device loop, allocator caches)
+  const int fds_before = count_entries("/proc/self/fd"), threads_before = count_entries("/proc/self/task");
+  for (int i = 0; i < 1000; ++i) cycle(i);
+  EXPECT_LE(count_entries("/proc/self/fd"), fds_before + 2) << "sockets leaked over 1000 cycles";
+  EXPECT_LE(count_entries("/proc/self/task"), threads_before + 2) << "threads leaked over 1000 cycles";
 }
 
 TEST(ProcessGroup, AsyncWorkKeepsTensorsAliveAndRunsInOrder) {
