@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
       std::printf("# ringbench %s, world size %d, network %s\n", bench.op.c_str(), group->size(),
                   group->network().c_str());
       std::fputs(ringtorch::format_header().c_str(), stdout);
+      std::fflush(stdout);  // a launcher or a test may be waiting for it
     }
     int64_t wrong = 0;
     for (const auto& row : ringtorch::run_collective_bench(*group, bench)) {
