@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/error.h"
+#include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
 namespace {
@@ -16,13 +17,6 @@ const std::vector<std::pair<std::string, c10::ScalarType>> kDtypeNames = {
     {"float32", c10::ScalarType::Float}, {"float64", c10::ScalarType::Double}, {"float16", c10::ScalarType::Half},
     {"bfloat16", c10::ScalarType::BFloat16}, {"int32", c10::ScalarType::Int}, {"int64", c10::ScalarType::Long},
     {"uint8", c10::ScalarType::Byte}};
-
-std::string dtype_label(c10::ScalarType t) {
-  for (const auto& [name, type] : kDtypeNames) {
-    if (type == t) return name;
-  }
-  return c10::toString(t);
-}
 
 double bus_factor(const std::string& op, int n) {
   if (op == "allreduce") return n > 1 ? 2.0 * (n - 1) / n : 0.0;
@@ -121,7 +115,7 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
     BenchRow row;
     row.bytes = count * item;
     row.count = count;
-    row.type = dtype_label(o.dtype);
+    row.type = dtype_name(o.dtype);
     row.op = o.op;
     row.time_us = t.item<double>();
     row.algbw_gbs = row.bytes / (row.time_us * 1e3);

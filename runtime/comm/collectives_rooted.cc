@@ -25,7 +25,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, Re
   auto context = context_;
   const auto timeout = timeout_;
   const int size = size_, rank = rank_;
-  return submit("reduce", str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {tensor},
+  return submit({"reduce", tensor.numel(), tensor.scalar_type(), root, op}, str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {tensor},
                 [=](uint32_t tag) mutable {
                   if (tensor.numel() == 0) return;
                   with_element_type(tensor.element_size(), [&](auto element) {
@@ -56,7 +56,7 @@ std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor ou
   const bool is_root = rank_ == root;
   std::vector<at::Tensor> keep{input};
   if (is_root) keep.push_back(output);
-  return submit("gather", str_cat(tensor_summary(input), " per rank to rank ", root), keep, [=](uint32_t tag) {
+  return submit({"gather", input.numel(), input.scalar_type(), root}, str_cat(tensor_summary(input), " per rank to rank ", root), keep, [=](uint32_t tag) {
     if (input.numel() == 0) return;
     gloo::GatherOptions opts(context);
     opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
@@ -82,7 +82,7 @@ std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor o
   const int size = size_;
   std::vector<at::Tensor> keep{output};
   if (is_root) keep.push_back(input);
-  return submit("scatter", str_cat(tensor_summary(output), " per rank from rank ", root), keep, [=](uint32_t tag) {
+  return submit({"scatter", output.numel(), output.scalar_type(), root}, str_cat(tensor_summary(output), " per rank from rank ", root), keep, [=](uint32_t tag) {
     if (output.numel() == 0) return;
     gloo::ScatterOptions opts(context);
     if (is_root) {
@@ -111,7 +111,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   auto context = context_;
   const auto timeout = timeout_;
   const int size = size_, rank = rank_;
-  return submit("reduce_scatter", str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output},
+  return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op}, str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output},
                 [=](uint32_t tag) mutable {
                   if (output.numel() == 0) return;
                   at::Tensor all = input.clone();  // the caller's input stays untouched
@@ -142,7 +142,7 @@ std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor 
   }
   auto context = context_;
   const auto timeout = timeout_;
-  return submit("alltoall", tensor_summary(input), {input, output}, [=](uint32_t tag) {
+  return submit({"alltoall", input.numel(), input.scalar_type()}, tensor_summary(input), {input, output}, [=](uint32_t tag) {
     if (input.numel() == 0) return;
     gloo::AlltoallOptions opts(context);
     opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());

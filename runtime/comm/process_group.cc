@@ -66,6 +66,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   group->context_ = context;
   group->store_ = store;
   group->store_host_ = store_host;
+  if (options.debug_detail) {
+    group->detail_ = *options.debug_detail;
+  } else if (const char* debug = std::getenv("RINGTORCH_DEBUG")) {
+    group->detail_ = std::string(debug) == "DETAIL";
+  }
   group->worker_ = std::thread(&ProcessGroup::worker_loop, group.get());
   return group;
 }
@@ -149,8 +154,9 @@ void ProcessGroup::shutdown() {
   context_.reset();
 }
 
-std::shared_ptr<Work> ProcessGroup::submit(const std::string& op, const std::string& detail,
+std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std::string& detail,
                                            std::vector<at::Tensor> tensors, std::function<void(uint32_t)> run) {
+  const std::string& op = call.op;
   std::shared_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -167,7 +173,7 @@ std::shared_ptr<Work> ProcessGroup::submit(const std::string& op, const std::str
       work->finish(broken_);
       return work;
     }
-    queue_.push_back(Task{work, std::move(run), sequence});
+    queue_.push_back(Task{work, std::move(run), sequence, call});
   }
   queue_cv_.notify_one();
   return work;
@@ -189,6 +195,7 @@ void ProcessGroup::worker_loop() {
     }
     std::exception_ptr failure;
     try {
+      if (detail_) check_signatures_agree(task.call, task.work->description(), task.tag);
       task.run(task.tag);
     } catch (const Error&) {
       failure = std::current_exception();
@@ -198,6 +205,57 @@ void ProcessGroup::worker_loop() {
       broken_ = failure;
     }
     task.work->finish(failure);
+  }
+}
+
+namespace {
+
+// The operations DETAIL mode can name, by code.
+const char* const kOperationNames[] = {"allreduce", "broadcast", "allgather", "barrier", "reduce",
+                                       "gather",    "scatter",   "reduce_scatter", "alltoall"};
+
+int64_t operation_code(const std::string& op) {
+  for (size_t i = 0; i < std::size(kOperationNames); ++i) {
+    if (op == kOperationNames[i]) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+std::string describe_signature(const int64_t* s) {
+  const int64_t code = s[0];
+  std::string text = code >= 0 && code < static_cast<int64_t>(std::size(kOperationNames)) ? kOperationNames[code] : "?";
+  if (code == 3) return text;  // barrier carries no data
+  const auto dtype = static_cast<c10::ScalarType>(s[2]);
+  text += str_cat(" of ", s[1], " ", dtype_name(dtype));
+  if (s[3] >= 0) text += str_cat(" (root ", s[3], ")");
+  if (code == 0 || code == 4 || code == 7) text += str_cat(" ", reduce_op_name(static_cast<ReduceOp>(s[4])));
+  return text;
+}
+
+}  // namespace
+
+void ProcessGroup::check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag) {
+  constexpr int kFields = 5;
+  int64_t mine[kFields] = {operation_code(call.op), call.count, static_cast<int64_t>(call.dtype), call.root,
+                           static_cast<int64_t>(call.reduce)};
+  std::vector<int64_t> all(static_cast<size_t>(kFields) * size_);
+  gloo::AllgatherOptions opts(context_);
+  opts.setInput<int64_t>(mine, kFields);
+  opts.setOutput<int64_t>(all.data(), all.size());
+  opts.setTag(tag | 0x80000000u);  // its own tag space: never collides with the collective's
+  opts.setTimeout(timeout_);
+  gloo::allgather(opts);
+  std::string differing;
+  for (int r = 0; r < size_; ++r) {
+    if (!std::equal(mine, mine + kFields, all.data() + r * kFields)) {
+      differing += str_cat("; rank ", r, " called ", describe_signature(all.data() + r * kFields));
+    }
+  }
+  if (!differing.empty()) {
+    throw MismatchError(str_cat(description, ": ranks disagree (RINGTORCH_DEBUG=DETAIL): this rank called ",
+                                describe_signature(mine), differing,
+                                "; every rank must call the same collectives, in the same order, with the same "
+                                "sizes and dtypes"));
   }
 }
 
@@ -213,7 +271,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   const auto timeout = timeout_;
   const int size = size_;
   const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op));
-  return submit("allreduce", detail, {tensor}, [=](uint32_t tag) mutable {
+  return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, [=](uint32_t tag) mutable {
     if (tensor.numel() == 0) return;
     with_element_type(tensor.element_size(), [&](auto element) {
       using T = decltype(element);
@@ -234,7 +292,7 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root)
   check_root("broadcast", root);
   auto context = context_;
   const auto timeout = timeout_;
-  return submit("broadcast", str_cat(tensor_summary(tensor), " from rank ", root),
+  return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root}, str_cat(tensor_summary(tensor), " from rank ", root),
                 {tensor}, [=](uint32_t tag) {
                   if (tensor.numel() == 0) return;
                   gloo::BroadcastOptions opts(context);
@@ -253,7 +311,7 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
   check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
   auto context = context_;
   const auto timeout = timeout_;
-  return submit("allgather", str_cat(tensor_summary(input), " per rank"),
+  return submit({"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"),
                 {input, output}, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
                   gloo::AllgatherOptions opts(context);
@@ -269,7 +327,7 @@ std::shared_ptr<Work> ProcessGroup::barrier_async() {
   check_member("barrier");
   auto context = context_;
   const auto timeout = timeout_;
-  return submit("barrier", str_cat(size_, " ranks"), {}, [=](uint32_t tag) {
+  return submit({"barrier"}, str_cat(size_, " ranks"), {}, [=](uint32_t tag) {
     gloo::BarrierOptions opts(context);
     opts.setTag(tag);
     opts.setTimeout(timeout);

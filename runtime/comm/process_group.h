@@ -36,6 +36,8 @@
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <c10/core/ScalarType.h>
+
 #include "runtime/comm/reduce_op.h"
 #include "runtime/comm/work.h"
 
@@ -51,6 +53,9 @@ struct ProcessGroupOptions {
   std::optional<std::chrono::milliseconds> timeout;  // else RINGTORCH_TIMEOUT, else 300 s
   std::string iface;  // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
   std::string name = "default";  // for messages and the key prefix of the group's context
+  // Before each collective, check that every rank calls the same operation with the same count,
+  // dtype, root and reduce op (one extra small allgather each). Default: RINGTORCH_DEBUG=DETAIL.
+  std::optional<bool> debug_detail;
 };
 
 class ProcessGroup {
@@ -121,9 +126,20 @@ class ProcessGroup {
  private:
   ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout);
   void check_member(const char* op) const;
+  // What every rank must agree on for one collective; compared across ranks in DETAIL mode.
+  struct CallSignature {
+    std::string op;
+    int64_t count = 0;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    int root = -1;
+    ReduceOp reduce = ReduceOp::kSum;
+  };
   // Queues `run` (executed on the worker thread with the operation's tag) under a new Work.
-  std::shared_ptr<Work> submit(const std::string& op, const std::string& detail, std::vector<at::Tensor> tensors,
+  std::shared_ptr<Work> submit(const CallSignature& call, const std::string& detail, std::vector<at::Tensor> tensors,
                                std::function<void(uint32_t tag)> run);
+  // DETAIL mode: all ranks exchange their call signatures; throws MismatchError naming the ranks
+  // that differ. Runs on the worker thread, before the collective itself.
+  void check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag);
   void worker_loop();
   std::string context_prefix() const;  // "[rank 0/2] "
   void check_root(const char* op, int root) const;
@@ -148,7 +164,9 @@ class ProcessGroup {
     std::shared_ptr<Work> work;
     std::function<void(uint32_t)> run;
     uint32_t tag;
+    CallSignature call;
   };
+  bool detail_ = false;  // constant after create(): RINGTORCH_DEBUG=DETAIL
   std::mutex mutex_;
   std::condition_variable queue_cv_;
   std::deque<Task> queue_;  // guarded by mutex_

@@ -19,8 +19,10 @@ std::string human_bytes(int64_t bytes) {
   return buf;
 }
 
-std::string dtype_name(const at::Tensor& t) {
-  switch (t.scalar_type()) {
+std::string dtype_name(const at::Tensor& t) { return dtype_name(t.scalar_type()); }
+
+std::string dtype_name(c10::ScalarType type) {
+  switch (type) {
     case at::kFloat: return "float32";
     case at::kDouble: return "float64";
     case at::kHalf: return "float16";
@@ -28,7 +30,7 @@ std::string dtype_name(const at::Tensor& t) {
     case at::kInt: return "int32";
     case at::kLong: return "int64";
     case at::kByte: return "uint8";
-    default: return c10::toString(t.scalar_type());
+    default: return c10::toString(type);
   }
 }
 

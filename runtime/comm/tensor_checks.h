@@ -13,6 +13,7 @@ namespace ringtorch {
 // "4.0 MiB"
 std::string human_bytes(int64_t bytes);
 // "float32", "bfloat16", ...
+std::string dtype_name(c10::ScalarType type);
 std::string dtype_name(const at::Tensor& t);
 // "<size> <dtype>" for Work descriptions.
 std::string tensor_summary(const at::Tensor& t);

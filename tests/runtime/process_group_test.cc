@@ -283,6 +283,41 @@ TEST(ProcessGroup, ThousandCreateDestroyCyclesLeakNothing) {
   EXPECT_LE(count_entries("/proc/self/task"), threads_before + 2) << "threads leaked over 1000 cycles";
 }
 
+TEST(ProcessGroup, DetailModeNamesTheRanksThatDisagree) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ProcessGroupOptions options;
+      options.debug_detail = true;
+      options.timeout = milliseconds(10000);
+      auto group = ProcessGroup::create(store, r, 2, "127.0.0.1", options);
+      try {  // different sizes
+        group->allreduce(at::ones({r == 0 ? 10 : 20}));
+      } catch (const MismatchError& e) {
+        errors[r] = e.what();
+      }
+      try {  // different operations
+        if (r == 0) group->allreduce(at::ones({4}));
+        if (r == 1) group->broadcast(at::ones({4}), 0);
+        ADD_FAILURE() << "rank " << r << ": a mismatched collective ran";
+      } catch (const MismatchError& e) {
+        errors[r] += std::string("\n") + e.what();
+      }
+      at::Tensor t = at::ones({3});  // the group is still usable: nothing ran on either side
+      group->allreduce(t);
+      EXPECT_TRUE(at::equal(t, at::full({3}, 2.0f)));
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[0].find("[rank 0/2] allreduce #0"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("rank 1 called allreduce of 20 float32 sum"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 called allreduce of 10 float32 sum"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[0].find("rank 1 called broadcast of 4 float32 (root 0)"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("this rank called broadcast of 4 float32 (root 0)"), std::string::npos) << errors[1];
+}
+
 TEST(ProcessGroup, AsyncWorkKeepsTensorsAliveAndRunsInOrder) {
   on_ranks(3, [&](ProcessGroup& group) {
     std::vector<std::shared_ptr<Work>> works;
