@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/error.h"
@@ -14,8 +13,8 @@ namespace ringtorch {
 namespace {
 
 const std::vector<std::pair<std::string, c10::ScalarType>> kDtypeNames = {
-    {"float32", c10::ScalarType::Float}, {"float64", c10::ScalarType::Double}, {"float16", c10::ScalarType::Half},
-    {"bfloat16", c10::ScalarType::BFloat16}, {"int32", c10::ScalarType::Int}, {"int64", c10::ScalarType::Long},
+    {"float32", c10::ScalarType::Float},     {"float64", c10::ScalarType::Double}, {"float16", c10::ScalarType::Half},
+    {"bfloat16", c10::ScalarType::BFloat16}, {"int32", c10::ScalarType::Int},      {"int64", c10::ScalarType::Long},
     {"uint8", c10::ScalarType::Byte}};
 
 double bus_factor(const std::string& op, int n) {
@@ -69,8 +68,8 @@ void validate(const BenchOptions& o) {
     throw InvalidArgumentError("--op " + o.op + ": ringbench measures allreduce, broadcast and allgather");
   }
   if (o.min_bytes < 0 || o.max_bytes < o.min_bytes) {
-    throw InvalidArgumentError(str_cat("--min-bytes ", o.min_bytes, " / --max-bytes ", o.max_bytes,
-                                       ": need 0 <= min <= max"));
+    throw InvalidArgumentError(
+        str_cat("--min-bytes ", o.min_bytes, " / --max-bytes ", o.max_bytes, ": need 0 <= min <= max"));
   }
   if (o.factor < 2) throw InvalidArgumentError(str_cat("--factor ", o.factor, " must be >= 2"));
   if (o.iters < 1 || o.warmup < 0) throw InvalidArgumentError("--iters must be >= 1 and --warmup >= 0");
@@ -129,8 +128,8 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
 
 std::string format_header() {
   char buf[256];
-  std::snprintf(buf, sizeof(buf), "%12s %12s %9s %10s %12s %8s %8s %8s\n", "size(B)", "count", "type", "op",
-                "time(us)", "algbw", "busbw", "#wrong");
+  std::snprintf(buf, sizeof(buf), "%12s %12s %9s %10s %12s %8s %8s %8s\n", "size(B)", "count", "type", "op", "time(us)",
+                "algbw", "busbw", "#wrong");
   return std::string(buf) + std::string(86, '-') + "\n";
 }
 
@@ -143,9 +142,11 @@ std::string format_row(const BenchRow& r) {
 }
 
 std::string format_json(const BenchRow& r, int world_size) {
-  nlohmann::json j = {{"impl", "ringtorch"},   {"op", r.op},         {"type", r.type},
-                      {"bytes", r.bytes},      {"count", r.count},   {"world_size", world_size},
-                      {"time_us", r.time_us},  {"algbw_gbs", r.algbw_gbs}, {"busbw_gbs", r.busbw_gbs}};
+  nlohmann::json j = {{"impl", "ringtorch"},     {"op", r.op},
+                      {"type", r.type},          {"bytes", r.bytes},
+                      {"count", r.count},        {"world_size", world_size},
+                      {"time_us", r.time_us},    {"algbw_gbs", r.algbw_gbs},
+                      {"busbw_gbs", r.busbw_gbs}};
   if (r.wrong >= 0) j["wrong"] = r.wrong;
   return j.dump() + "\n";
 }

@@ -6,11 +6,11 @@
 // to the link speed whatever the world size.
 #pragma once
 
+#include <c10/core/ScalarType.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include <c10/core/ScalarType.h>
 
 #include "runtime/comm/process_group.h"
 

@@ -13,19 +13,21 @@
 
 namespace ringtorch {
 
-std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, ReduceOp op,
+                                                 std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("reduce");
   check_tensor(context_prefix(), "reduce", "", tensor);
   check_root("reduce", root);
   if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "reduce: avg of ", dtype_name(tensor),
-                                       " is not defined; use sum and divide"));
+    throw InvalidArgumentError(
+        str_cat(context_prefix(), "reduce: avg of ", dtype_name(tensor), " is not defined; use sum and divide"));
   }
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
-  const auto timeout = timeout_;
+  const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_, rank = rank_;
-  return submit({"reduce", tensor.numel(), tensor.scalar_type(), root, op}, str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {tensor},
+  return submit({"reduce", tensor.numel(), tensor.scalar_type(), root, op},
+                str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {tensor}, timeout,
                 [=](uint32_t tag) mutable {
                   if (tensor.numel() == 0) return;
                   with_element_type(tensor.element_size(), [&](auto element) {
@@ -43,7 +45,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, Re
                 });
 }
 
-std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor output, int root) {
+std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor output, int root,
+                                                 std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("gather");
   check_tensor(context_prefix(), "gather", "input", input);
   check_root("gather", root);
@@ -52,23 +55,25 @@ std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor ou
     check_blocks(context_prefix(), "gather", input, "input", output, "output", size_);
   }
   auto context = context_;
-  const auto timeout = timeout_;
+  const auto timeout = call_timeout.value_or(timeout_);
   const bool is_root = rank_ == root;
   std::vector<at::Tensor> keep{input};
   if (is_root) keep.push_back(output);
-  return submit({"gather", input.numel(), input.scalar_type(), root}, str_cat(tensor_summary(input), " per rank to rank ", root), keep, [=](uint32_t tag) {
-    if (input.numel() == 0) return;
-    gloo::GatherOptions opts(context);
-    opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
-    if (is_root) opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
-    opts.setRoot(root);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::gather(opts);
-  });
+  return submit({"gather", input.numel(), input.scalar_type(), root},
+                str_cat(tensor_summary(input), " per rank to rank ", root), keep, timeout, [=](uint32_t tag) {
+                  if (input.numel() == 0) return;
+                  gloo::GatherOptions opts(context);
+                  opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+                  if (is_root) opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+                  opts.setRoot(root);
+                  opts.setTag(tag);
+                  opts.setTimeout(timeout);
+                  gloo::gather(opts);
+                });
 }
 
-std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor output, int root) {
+std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor output, int root,
+                                                  std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("scatter");
   check_tensor(context_prefix(), "scatter", "output", output);
   check_root("scatter", root);
@@ -77,41 +82,44 @@ std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor o
     check_blocks(context_prefix(), "scatter", output, "output", input, "input", size_);
   }
   auto context = context_;
-  const auto timeout = timeout_;
+  const auto timeout = call_timeout.value_or(timeout_);
   const bool is_root = rank_ == root;
   const int size = size_;
   std::vector<at::Tensor> keep{output};
   if (is_root) keep.push_back(input);
-  return submit({"scatter", output.numel(), output.scalar_type(), root}, str_cat(tensor_summary(output), " per rank from rank ", root), keep, [=](uint32_t tag) {
-    if (output.numel() == 0) return;
-    gloo::ScatterOptions opts(context);
-    if (is_root) {
-      std::vector<uint8_t*> blocks;
-      for (int r = 0; r < size; ++r) blocks.push_back(data_as<uint8_t>(input) + r * output.nbytes());
-      opts.setInputs<uint8_t>(blocks, output.nbytes());
-    }
-    opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
-    opts.setRoot(root);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::scatter(opts);
-  });
+  return submit({"scatter", output.numel(), output.scalar_type(), root},
+                str_cat(tensor_summary(output), " per rank from rank ", root), keep, timeout, [=](uint32_t tag) {
+                  if (output.numel() == 0) return;
+                  gloo::ScatterOptions opts(context);
+                  if (is_root) {
+                    std::vector<uint8_t*> blocks;
+                    for (int r = 0; r < size; ++r) blocks.push_back(data_as<uint8_t>(input) + r * output.nbytes());
+                    opts.setInputs<uint8_t>(blocks, output.nbytes());
+                  }
+                  opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+                  opts.setRoot(root);
+                  opts.setTag(tag);
+                  opts.setTimeout(timeout);
+                  gloo::scatter(opts);
+                });
 }
 
-std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op,
+                                                         std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("reduce_scatter");
   check_tensor(context_prefix(), "reduce_scatter", "input", input);
   check_tensor(context_prefix(), "reduce_scatter", "output", output);
   check_blocks(context_prefix(), "reduce_scatter", output, "output", input, "input", size_);
   if (op == ReduceOp::kAvg && !at::isFloatingType(input.scalar_type())) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "reduce_scatter: avg of ", dtype_name(input),
-                                       " is not defined; use sum and divide"));
+    throw InvalidArgumentError(
+        str_cat(context_prefix(), "reduce_scatter: avg of ", dtype_name(input), " is not defined; use sum and divide"));
   }
   auto reduce = reduce_function(op, input.scalar_type());
   auto context = context_;
-  const auto timeout = timeout_;
+  const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_, rank = rank_;
-  return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op}, str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output},
+  return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op},
+                str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output}, timeout,
                 [=](uint32_t tag) mutable {
                   if (output.numel() == 0) return;
                   at::Tensor all = input.clone();  // the caller's input stays untouched
@@ -130,27 +138,29 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
                 });
 }
 
-std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor output) {
+std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor output,
+                                                   std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("alltoall");
   check_tensor(context_prefix(), "alltoall", "input", input);
   check_tensor(context_prefix(), "alltoall", "output", output);
   if (input.scalar_type() != output.scalar_type() || input.numel() != output.numel() || input.numel() % size_ != 0) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "alltoall: input (", input.numel(), " ", dtype_name(input),
-                                       ") and output (", output.numel(), " ", dtype_name(output),
-                                       ") must have the same dtype and a number of elements divisible by the world size ",
-                                       size_));
+    throw InvalidArgumentError(
+        str_cat(context_prefix(), "alltoall: input (", input.numel(), " ", dtype_name(input), ") and output (",
+                output.numel(), " ", dtype_name(output),
+                ") must have the same dtype and a number of elements divisible by the world size ", size_));
   }
   auto context = context_;
-  const auto timeout = timeout_;
-  return submit({"alltoall", input.numel(), input.scalar_type()}, tensor_summary(input), {input, output}, [=](uint32_t tag) {
-    if (input.numel() == 0) return;
-    gloo::AlltoallOptions opts(context);
-    opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
-    opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::alltoall(opts);
-  });
+  const auto timeout = call_timeout.value_or(timeout_);
+  return submit({"alltoall", input.numel(), input.scalar_type()}, tensor_summary(input), {input, output}, timeout,
+                [=](uint32_t tag) {
+                  if (input.numel() == 0) return;
+                  gloo::AlltoallOptions opts(context);
+                  opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+                  opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+                  opts.setTag(tag);
+                  opts.setTimeout(timeout);
+                  gloo::alltoall(opts);
+                });
 }
 
 }  // namespace ringtorch

@@ -17,13 +17,14 @@ uint64_t p2p_slot(uint32_t tag) { return (uint64_t{1} << 40) | tag; }
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag) {
+std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag,
+                                               std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("send");
   check_tensor(context_prefix(), "send", "", tensor);
   check_peer("send", dst);
   auto work = std::make_shared<Work>(str_cat(context_prefix(), "send (group ", name_, ", ", tensor_summary(tensor),
                                              " to rank ", dst, ", tag ", tag, ")"),
-                                     std::vector<at::Tensor>{tensor}, timeout_ + std::chrono::seconds(2));
+                                     std::vector<at::Tensor>{tensor}, call_timeout.value_or(timeout_));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_) {
@@ -46,13 +47,14 @@ std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint3
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag) {
+std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag,
+                                               std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("recv");
   check_tensor(context_prefix(), "recv", "", tensor);
   check_peer("recv", src);
   auto work = std::make_shared<Work>(str_cat(context_prefix(), "recv (group ", name_, ", ", tensor_summary(tensor),
                                              " from rank ", src, ", tag ", tag, ")"),
-                                     std::vector<at::Tensor>{tensor}, timeout_ + std::chrono::seconds(2));
+                                     std::vector<at::Tensor>{tensor}, call_timeout.value_or(timeout_));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_) {

@@ -6,10 +6,10 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <algorithm>
 #include <cstdlib>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "rendezvous/error.h"
 #include "rendezvous/gloo_store.h"
@@ -56,8 +56,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   try {
     context->connectFullMesh(gloo_store, choice.device);
   } catch (const Error& e) {
-    throw TimeoutError(str_cat(group->context_prefix(), "connecting group '", options.name, "' over ", choice.why,
-                               ": ", e.what()));
+    throw TimeoutError(
+        str_cat(group->context_prefix(), "connecting group '", options.name, "' over ", choice.why, ": ", e.what()));
   } catch (const std::exception& e) {
     throw PeerLostError(str_cat(group->context_prefix(), "connecting group '", options.name, "' over ", choice.why,
                                 " failed: ", e.what(), "; check that every rank can reach this address (firewall, ",
@@ -119,13 +119,13 @@ std::exception_ptr ProcessGroup::classify_failure(const std::string& description
   // past its timeout; its text says which (and names the peer's address when it knows it).
   const std::string what = e.what();
   const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
-  const std::string message = str_cat(
-      description, timed_out ? " timed out" : " lost a peer", " after at most ", format_duration_ms(timeout.count()),
-      ": ", what,
-      timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
-                  "collectives in the same order); "
-                : "; a peer process died or its connection broke: check the other ranks' logs; ",
-      "the group is now broken: recreate it; ", kRaiseTimeoutHint);
+  const std::string message =
+      str_cat(description, timed_out ? " timed out" : " lost a peer", " after at most ",
+              format_duration_ms(timeout.count()), ": ", what,
+              timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
+                          "collectives in the same order); "
+                        : "; a peer process died or its connection broke: check the other ranks' logs; ",
+              "the group is now broken: recreate it; ", kRaiseTimeoutHint);
   return timed_out ? std::make_exception_ptr(TimeoutError(message)) : std::make_exception_ptr(PeerLostError(message));
 }
 
@@ -155,7 +155,8 @@ void ProcessGroup::shutdown() {
 }
 
 std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std::string& detail,
-                                           std::vector<at::Tensor> tensors, std::function<void(uint32_t)> run) {
+                                           std::vector<at::Tensor> tensors, std::chrono::milliseconds timeout,
+                                           std::function<void(uint32_t)> run) {
   const std::string& op = call.op;
   std::shared_ptr<Work> work;
   {
@@ -166,14 +167,13 @@ std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std:
     const uint32_t sequence = next_sequence_++;
     // Wait a little longer than the operation's own timeout, so that Gloo's error (which
     // says what broke) is what the caller sees.
-    work = std::make_shared<Work>(
-        str_cat(context_prefix(), op, " #", sequence, " (group ", name_, ", ", detail, ")"), std::move(tensors),
-        timeout_ + std::chrono::seconds(2));
+    work = std::make_shared<Work>(str_cat(context_prefix(), op, " #", sequence, " (group ", name_, ", ", detail, ")"),
+                                  std::move(tensors), timeout + std::chrono::seconds(2));
     if (broken_) {
       work->finish(broken_);
       return work;
     }
-    queue_.push_back(Task{work, std::move(run), sequence, call});
+    queue_.push_back(Task{work, std::move(run), sequence, call, timeout});
   }
   queue_cv_.notify_one();
   return work;
@@ -200,7 +200,7 @@ void ProcessGroup::worker_loop() {
     } catch (const Error&) {
       failure = std::current_exception();
     } catch (const std::exception& e) {
-      failure = classify_failure(task.work->description(), e, timeout_);
+      failure = classify_failure(task.work->description(), e, task.timeout);
       std::lock_guard<std::mutex> lock(mutex_);
       broken_ = failure;
     }
@@ -211,7 +211,7 @@ void ProcessGroup::worker_loop() {
 namespace {
 
 // The operations DETAIL mode can name, by code.
-const char* const kOperationNames[] = {"allreduce", "broadcast", "allgather", "barrier", "reduce",
+const char* const kOperationNames[] = {"allreduce", "broadcast", "allgather",      "barrier", "reduce",
                                        "gather",    "scatter",   "reduce_scatter", "alltoall"};
 
 int64_t operation_code(const std::string& op) {
@@ -259,41 +259,44 @@ void ProcessGroup::check_signatures_agree(const CallSignature& call, const std::
   }
 }
 
-std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp op,
+                                                    std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("allreduce");
   check_tensor(context_prefix(), "allreduce", "", tensor);
   if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
-    throw InvalidArgumentError(str_cat(context_prefix(), "allreduce: avg of ", dtype_name(tensor),
-                                       " is not defined; use sum and divide"));
+    throw InvalidArgumentError(
+        str_cat(context_prefix(), "allreduce: avg of ", dtype_name(tensor), " is not defined; use sum and divide"));
   }
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
-  const auto timeout = timeout_;
+  const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_;
   const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op));
-  return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, [=](uint32_t tag) mutable {
-    if (tensor.numel() == 0) return;
-    with_element_type(tensor.element_size(), [&](auto element) {
-      using T = decltype(element);
-      gloo::AllreduceOptions opts(context);
-      opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
-      opts.setReduceFunction(reduce);
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::allreduce(opts);
-    });
-    if (op == ReduceOp::kAvg) tensor.div_(size);
-  });
+  return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, timeout,
+                [=](uint32_t tag) mutable {
+                  if (tensor.numel() == 0) return;
+                  with_element_type(tensor.element_size(), [&](auto element) {
+                    using T = decltype(element);
+                    gloo::AllreduceOptions opts(context);
+                    opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
+                    opts.setReduceFunction(reduce);
+                    opts.setTag(tag);
+                    opts.setTimeout(timeout);
+                    gloo::allreduce(opts);
+                  });
+                  if (op == ReduceOp::kAvg) tensor.div_(size);
+                });
 }
 
-std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root) {
+std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
+                                                    std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("broadcast");
   check_tensor(context_prefix(), "broadcast", "", tensor);
   check_root("broadcast", root);
   auto context = context_;
-  const auto timeout = timeout_;
-  return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root}, str_cat(tensor_summary(tensor), " from rank ", root),
-                {tensor}, [=](uint32_t tag) {
+  const auto timeout = call_timeout.value_or(timeout_);
+  return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root},
+                str_cat(tensor_summary(tensor), " from rank ", root), {tensor}, timeout, [=](uint32_t tag) {
                   if (tensor.numel() == 0) return;
                   gloo::BroadcastOptions opts(context);
                   opts.setOutput<uint8_t>(data_as<uint8_t>(tensor), tensor.nbytes());
@@ -304,15 +307,16 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root)
                 });
 }
 
-std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output) {
+std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output,
+                                                    std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("allgather");
   check_tensor(context_prefix(), "allgather", "input", input);
   check_tensor(context_prefix(), "allgather", "output", output);
   check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
   auto context = context_;
-  const auto timeout = timeout_;
+  const auto timeout = call_timeout.value_or(timeout_);
   return submit({"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"),
-                {input, output}, [=](uint32_t tag) {
+                {input, output}, timeout, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
                   gloo::AllgatherOptions opts(context);
                   opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
@@ -323,11 +327,11 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
                 });
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier_async() {
+std::shared_ptr<Work> ProcessGroup::barrier_async(std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("barrier");
   auto context = context_;
-  const auto timeout = timeout_;
-  return submit({"barrier"}, str_cat(size_, " ranks"), {}, [=](uint32_t tag) {
+  const auto timeout = call_timeout.value_or(timeout_);
+  return submit({"barrier"}, str_cat(size_, " ranks"), {}, timeout, [=](uint32_t tag) {
     gloo::BarrierOptions opts(context);
     opts.setTag(tag);
     opts.setTimeout(timeout);

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
 
 #include <atomic>
 #include <chrono>
@@ -31,12 +32,10 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
-
-#include <c10/core/ScalarType.h>
 
 #include "runtime/comm/reduce_op.h"
 #include "runtime/comm/work.h"
@@ -51,7 +50,7 @@ struct Rendezvous;
 
 struct ProcessGroupOptions {
   std::optional<std::chrono::milliseconds> timeout;  // else RINGTORCH_TIMEOUT, else 300 s
-  std::string iface;  // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
+  std::string iface;             // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
   std::string name = "default";  // for messages and the key prefix of the group's context
   // Before each collective, check that every rank calls the same operation with the same count,
   // dtype, root and reduce op (one extra small allgather each). Default: RINGTORCH_DEBUG=DETAIL.
@@ -76,42 +75,77 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& network() const { return network_; }  // which interface, and why
 
-  std::shared_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::kSum);
-  std::shared_ptr<Work> broadcast_async(at::Tensor tensor, int root);
+  std::shared_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::kSum,
+                                        std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  std::shared_ptr<Work> broadcast_async(at::Tensor tensor, int root,
+                                        std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // `output` holds size() * input.numel() elements of input's dtype, rank r's block at r.
-  std::shared_ptr<Work> allgather_async(at::Tensor input, at::Tensor output);
-  std::shared_ptr<Work> barrier_async();
+  std::shared_ptr<Work> allgather_async(at::Tensor input, at::Tensor output,
+                                        std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  std::shared_ptr<Work> barrier_async(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // The result lands in `tensor` on `root`; other ranks' tensors are scratch afterwards.
-  std::shared_ptr<Work> reduce_async(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> reduce_async(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum,
+                                     std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // `output` (root only; ignored elsewhere, may be undefined) holds size() * input.numel() elements.
-  std::shared_ptr<Work> gather_async(at::Tensor input, at::Tensor output, int root);
+  std::shared_ptr<Work> gather_async(at::Tensor input, at::Tensor output, int root,
+                                     std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // `input` (root only) holds size() * output.numel() elements; rank r receives block r.
-  std::shared_ptr<Work> scatter_async(at::Tensor input, at::Tensor output, int root);
+  std::shared_ptr<Work> scatter_async(at::Tensor input, at::Tensor output, int root,
+                                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // `input` holds size() * output.numel() elements; rank r receives the reduction of block r.
   // Costs one temporary copy of `input` (Gloo reduces the whole buffer, then r's block is kept).
-  std::shared_ptr<Work> reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum);
+  std::shared_ptr<Work> reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum,
+                                             std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Both hold size() * n elements; block j of rank r's input lands in block r of rank j's output.
-  std::shared_ptr<Work> alltoall_async(at::Tensor input, at::Tensor output);
+  std::shared_ptr<Work> alltoall_async(at::Tensor input, at::Tensor output,
+                                       std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // Point to point, outside the collective order: posted at once on the caller's thread (so a
   // send and a recv may be outstanding in both directions), completed by Work::wait(). The
   // receiver names the sender and the same tag.
-  std::shared_ptr<Work> send_async(at::Tensor tensor, int dst, uint32_t tag = 0);
-  std::shared_ptr<Work> recv_async(at::Tensor tensor, int src, uint32_t tag = 0);
+  std::shared_ptr<Work> send_async(at::Tensor tensor, int dst, uint32_t tag = 0,
+                                   std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  std::shared_ptr<Work> recv_async(at::Tensor tensor, int src, uint32_t tag = 0,
+                                   std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // Synchronous forms: submit, then wait.
-  void allreduce(at::Tensor tensor, ReduceOp op = ReduceOp::kSum) { allreduce_async(tensor, op)->wait(); }
-  void broadcast(at::Tensor tensor, int root) { broadcast_async(tensor, root)->wait(); }
-  void allgather(at::Tensor input, at::Tensor output) { allgather_async(input, output)->wait(); }
-  void barrier() { barrier_async()->wait(); }
-  void reduce(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum) { reduce_async(tensor, root, op)->wait(); }
-  void gather(at::Tensor input, at::Tensor output, int root) { gather_async(input, output, root)->wait(); }
-  void scatter(at::Tensor input, at::Tensor output, int root) { scatter_async(input, output, root)->wait(); }
-  void reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum) {
-    reduce_scatter_async(input, output, op)->wait();
+  // Synchronous forms: submit, then wait. `timeout` overrides the group's for this call.
+  void allreduce(at::Tensor tensor, ReduceOp op = ReduceOp::kSum,
+                 std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    allreduce_async(tensor, op, timeout)->wait();
   }
-  void alltoall(at::Tensor input, at::Tensor output) { alltoall_async(input, output)->wait(); }
-  void send(at::Tensor tensor, int dst, uint32_t tag = 0) { send_async(tensor, dst, tag)->wait(); }
-  void recv(at::Tensor tensor, int src, uint32_t tag = 0) { recv_async(tensor, src, tag)->wait(); }
+  void broadcast(at::Tensor tensor, int root, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    broadcast_async(tensor, root, timeout)->wait();
+  }
+  void allgather(at::Tensor input, at::Tensor output, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    allgather_async(input, output, timeout)->wait();
+  }
+  void barrier(std::optional<std::chrono::milliseconds> timeout = std::nullopt) { barrier_async(timeout)->wait(); }
+  void reduce(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum,
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    reduce_async(tensor, root, op, timeout)->wait();
+  }
+  void gather(at::Tensor input, at::Tensor output, int root,
+              std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    gather_async(input, output, root, timeout)->wait();
+  }
+  void scatter(at::Tensor input, at::Tensor output, int root,
+               std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    scatter_async(input, output, root, timeout)->wait();
+  }
+  void reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum,
+                      std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    reduce_scatter_async(input, output, op, timeout)->wait();
+  }
+  void alltoall(at::Tensor input, at::Tensor output, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    alltoall_async(input, output, timeout)->wait();
+  }
+  void send(at::Tensor tensor, int dst, uint32_t tag = 0,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    send_async(tensor, dst, tag, timeout)->wait();
+  }
+  void recv(at::Tensor tensor, int src, uint32_t tag = 0,
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    recv_async(tensor, src, tag, timeout)->wait();
+  }
 
   // Runs what is queued, then stops the worker and releases the sockets. Idempotent.
   void shutdown();
@@ -136,7 +170,7 @@ class ProcessGroup {
   };
   // Queues `run` (executed on the worker thread with the operation's tag) under a new Work.
   std::shared_ptr<Work> submit(const CallSignature& call, const std::string& detail, std::vector<at::Tensor> tensors,
-                               std::function<void(uint32_t tag)> run);
+                               std::chrono::milliseconds timeout, std::function<void(uint32_t tag)> run);
   // DETAIL mode: all ranks exchange their call signatures; throws MismatchError naming the ranks
   // that differ. Runs on the worker thread, before the collective itself.
   void check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag);
@@ -152,11 +186,11 @@ class ProcessGroup {
   const int size_;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
-  std::string network_;  // constant after create()
-  bool member_ = true;  // constant after create(); false: this rank is outside the subgroup
-  std::string members_;  // constant after create(); "0, 2" for messages
+  std::string network_;                    // constant after create()
+  bool member_ = true;                     // constant after create(); false: this rank is outside the subgroup
+  std::string members_;                    // constant after create(); "0, 2" for messages
   c10::intrusive_ptr<c10d::Store> store_;  // constant after create(); subgroups prefix it
-  std::string store_host_;  // constant after create()
+  std::string store_host_;                 // constant after create()
   std::atomic<int> subgroups_created_{0};
   std::shared_ptr<gloo::Context> context_;  // constant after create(); used by the worker only
 
@@ -165,15 +199,16 @@ class ProcessGroup {
     std::function<void(uint32_t)> run;
     uint32_t tag;
     CallSignature call;
+    std::chrono::milliseconds timeout;
   };
   bool detail_ = false;  // constant after create(): RINGTORCH_DEBUG=DETAIL
   std::mutex mutex_;
   std::condition_variable queue_cv_;
-  std::deque<Task> queue_;  // guarded by mutex_
-  bool stopping_ = false;  // guarded by mutex_
+  std::deque<Task> queue_;      // guarded by mutex_
+  bool stopping_ = false;       // guarded by mutex_
   uint32_t next_sequence_ = 0;  // guarded by mutex_
-  std::exception_ptr broken_;  // guarded by mutex_: the first failure; later calls rethrow it
-  std::string broken_reason_;  // guarded by mutex_
+  std::exception_ptr broken_;   // guarded by mutex_: the first failure; later calls rethrow it
+  std::string broken_reason_;   // guarded by mutex_
   std::thread worker_;
 };
 

@@ -41,28 +41,42 @@ ReduceFunction for_type(ReduceOp op) {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "?";
 }
 
 ReduceFunction reduce_function(ReduceOp op, c10::ScalarType dtype) {
   switch (dtype) {
-    case c10::ScalarType::Float: return for_type<float>(op);
-    case c10::ScalarType::Double: return for_type<double>(op);
-    case c10::ScalarType::Half: return for_type<c10::Half>(op);
-    case c10::ScalarType::BFloat16: return for_type<c10::BFloat16>(op);
-    case c10::ScalarType::Int: return for_type<int32_t>(op);
-    case c10::ScalarType::Long: return for_type<int64_t>(op);
-    case c10::ScalarType::Byte: return for_type<uint8_t>(op);
-    default: break;
+    case c10::ScalarType::Float:
+      return for_type<float>(op);
+    case c10::ScalarType::Double:
+      return for_type<double>(op);
+    case c10::ScalarType::Half:
+      return for_type<c10::Half>(op);
+    case c10::ScalarType::BFloat16:
+      return for_type<c10::BFloat16>(op);
+    case c10::ScalarType::Int:
+      return for_type<int32_t>(op);
+    case c10::ScalarType::Long:
+      return for_type<int64_t>(op);
+    case c10::ScalarType::Byte:
+      return for_type<uint8_t>(op);
+    default:
+      break;
   }
-  throw InvalidArgumentError(str_cat("dtype ", c10::toString(dtype),
-                                     " is not carried; use float32, float64, float16, bfloat16, int32, int64 or uint8"));
+  throw InvalidArgumentError(
+      str_cat("dtype ", c10::toString(dtype),
+              " is not carried; use float32, float64, float16, bfloat16, int32, int64 or uint8"));
 }
 
 }  // namespace ringtorch

@@ -3,9 +3,9 @@
 // PyTorch's Gloo backend does. AVG is SUM followed by a division on the caller's side.
 #pragma once
 
-#include <functional>
-
 #include <c10/core/ScalarType.h>
+
+#include <functional>
 
 #include "runtime/comm/reduce_op.h"
 

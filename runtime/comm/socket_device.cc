@@ -1,6 +1,7 @@
 #include "runtime/comm/socket_device.h"
 
 #include <arpa/inet.h>
+#include <gloo/transport/tcp/device.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -9,8 +10,6 @@
 
 #include <cstring>
 #include <sstream>
-
-#include <gloo/transport/tcp/device.h>
 
 #include "rendezvous/error.h"
 

@@ -7,10 +7,10 @@
 // hangs in connectFullMesh.
 #pragma once
 
+#include <gloo/transport/device.h>
+
 #include <memory>
 #include <string>
-
-#include <gloo/transport/device.h>
 
 namespace ringtorch {
 

@@ -23,14 +23,22 @@ std::string dtype_name(const at::Tensor& t) { return dtype_name(t.scalar_type())
 
 std::string dtype_name(c10::ScalarType type) {
   switch (type) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kInt: return "int32";
-    case at::kLong: return "int64";
-    case at::kByte: return "uint8";
-    default: return c10::toString(type);
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kInt:
+      return "int32";
+    case at::kLong:
+      return "int64";
+    case at::kByte:
+      return "uint8";
+    default:
+      return c10::toString(type);
   }
 }
 
@@ -40,8 +48,8 @@ void check_tensor(const std::string& who, const char* op, const char* role, cons
   const std::string what = *role ? std::string(" ") + role : std::string();
   if (!t.defined()) throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is undefined"));
   if (!t.device().is_cpu()) {
-    throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is on ", t.device().str(),
-                                       "; this build carries CPU tensors only"));
+    throw InvalidArgumentError(
+        str_cat(who, op, ": the", what, " tensor is on ", t.device().str(), "; this build carries CPU tensors only"));
   }
   if (!t.is_contiguous()) {
     throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is not contiguous; call .contiguous() first"));
@@ -52,12 +60,13 @@ void check_tensor(const std::string& who, const char* op, const char* role, cons
 void check_blocks(const std::string& who, const char* op, const at::Tensor& small, const char* small_role,
                   const at::Tensor& big, const char* big_role, int64_t factor) {
   if (small.scalar_type() != big.scalar_type()) {
-    throw InvalidArgumentError(str_cat(who, op, ": ", small_role, " is ", dtype_name(small), " but ", big_role, " is ",
-                                       dtype_name(big)));
+    throw InvalidArgumentError(
+        str_cat(who, op, ": ", small_role, " is ", dtype_name(small), " but ", big_role, " is ", dtype_name(big)));
   }
   if (big.numel() != small.numel() * factor) {
-    throw InvalidArgumentError(str_cat(who, op, ": ", big_role, " has ", big.numel(), " elements; expected world size x ",
-                                       small_role, " = ", factor, " x ", small.numel(), " = ", small.numel() * factor));
+    throw InvalidArgumentError(str_cat(who, op, ": ", big_role, " has ", big.numel(),
+                                       " elements; expected world size x ", small_role, " = ", factor, " x ",
+                                       small.numel(), " = ", small.numel() * factor));
   }
 }
 

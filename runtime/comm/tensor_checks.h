@@ -30,10 +30,18 @@ void check_blocks(const std::string& who, const char* op, const at::Tensor& smal
 template <typename Fn>
 void with_element_type(size_t itemsize, Fn&& fn) {
   switch (itemsize) {
-    case 1: fn(uint8_t{}); return;
-    case 2: fn(uint16_t{}); return;
-    case 4: fn(uint32_t{}); return;
-    case 8: fn(uint64_t{}); return;
+    case 1:
+      fn(uint8_t{});
+      return;
+    case 2:
+      fn(uint16_t{});
+      return;
+    case 4:
+      fn(uint32_t{});
+      return;
+    case 8:
+      fn(uint64_t{});
+      return;
   }
   throw InvalidArgumentError(str_cat("element size ", itemsize, " is not carried"));
 }

@@ -397,5 +397,20 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
   EXPECT_EQ(second, first) << "later calls fail at once with the original cause";
 }
 
+TEST(ProcessGroup, APerCallTimeoutOverridesTheGroups) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  std::atomic<bool> done{false};
+  std::thread idle([&] {
+    auto group = ProcessGroup::create(store, 1, 2, "127.0.0.1");  // never calls the collective
+    while (!done) std::this_thread::sleep_for(milliseconds(10));
+  });
+  auto group = ProcessGroup::create(store, 0, 2, "127.0.0.1");  // group timeout: 300 s
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(group->barrier(milliseconds(300)), TimeoutError);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "the 300 s group timeout was used";
+  done = true;
+  idle.join();
+}
+
 }  // namespace
 }  // namespace ringtorch
