@@ -18,10 +18,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, Re
   check_member("reduce");
   check_tensor(context_prefix(), "reduce", "", tensor);
   check_root("reduce", root);
-  if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
-    throw InvalidArgumentError(
-        str_cat(context_prefix(), "reduce: avg of ", dtype_name(tensor), " is not defined; use sum and divide"));
-  }
+  check_reduce_op("reduce", op, tensor);
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
@@ -110,10 +107,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   check_tensor(context_prefix(), "reduce_scatter", "input", input);
   check_tensor(context_prefix(), "reduce_scatter", "output", output);
   check_blocks(context_prefix(), "reduce_scatter", output, "output", input, "input", size_);
-  if (op == ReduceOp::kAvg && !at::isFloatingType(input.scalar_type())) {
-    throw InvalidArgumentError(
-        str_cat(context_prefix(), "reduce_scatter: avg of ", dtype_name(input), " is not defined; use sum and divide"));
-  }
+  check_reduce_op("reduce_scatter", op, input);
   auto reduce = reduce_function(op, input.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);

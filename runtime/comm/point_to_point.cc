@@ -17,13 +17,14 @@ uint64_t p2p_slot(uint32_t tag) { return (uint64_t{1} << 40) | tag; }
 
 }  // namespace
 
-std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag,
-                                               std::optional<std::chrono::milliseconds> call_timeout) {
-  check_member("send");
-  check_tensor(context_prefix(), "send", "", tensor);
-  check_peer("send", dst);
-  auto work = std::make_shared<Work>(str_cat(context_prefix(), "send (group ", name_, ", ", tensor_summary(tensor),
-                                             " to rank ", dst, ", tag ", tag, ")"),
+std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor tensor, int peer, uint32_t tag,
+                                                        std::optional<std::chrono::milliseconds> call_timeout) {
+  const char* op = sending ? "send" : "recv";
+  check_member(op);
+  check_tensor(context_prefix(), op, "", tensor);
+  check_peer(op, peer);
+  auto work = std::make_shared<Work>(str_cat(context_prefix(), op, " (group ", name_, ", ", tensor_summary(tensor),
+                                             sending ? " to rank " : " from rank ", peer, ", tag ", tag, ")"),
                                      std::vector<at::Tensor>{tensor}, call_timeout.value_or(timeout_));
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -34,47 +35,35 @@ std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint3
   }
   std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
       context_->createUnboundBuffer(tensor.data_ptr(), tensor.nbytes());
-  buffer->send(dst, p2p_slot(tag));
-  const std::string description = work->description();
+  if (sending) {
+    buffer->send(peer, p2p_slot(tag));
+  } else {
+    buffer->recv(peer, p2p_slot(tag));
+  }
   // The waiter holds the context too: the buffer needs its pairs even if the group goes first.
-  work->set_waiter([context = context_, buffer, description](std::chrono::milliseconds timeout) {
-    try {
-      buffer->waitSend(timeout);
-    } catch (const std::exception& e) {
-      std::rethrow_exception(classify_failure(description, e, timeout));
-    }
-  });
+  work->set_waiter(
+      [context = context_, buffer, sending, description = work->description()](std::chrono::milliseconds timeout) {
+        try {
+          if (sending) {
+            buffer->waitSend(timeout);
+          } else {
+            buffer->waitRecv(timeout);
+          }
+        } catch (const std::exception& e) {
+          std::rethrow_exception(classify_failure(description, e, timeout));
+        }
+      });
   return work;
+}
+
+std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag,
+                                               std::optional<std::chrono::milliseconds> call_timeout) {
+  return post_point_to_point(true, std::move(tensor), dst, tag, call_timeout);
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag,
                                                std::optional<std::chrono::milliseconds> call_timeout) {
-  check_member("recv");
-  check_tensor(context_prefix(), "recv", "", tensor);
-  check_peer("recv", src);
-  auto work = std::make_shared<Work>(str_cat(context_prefix(), "recv (group ", name_, ", ", tensor_summary(tensor),
-                                             " from rank ", src, ", tag ", tag, ")"),
-                                     std::vector<at::Tensor>{tensor}, call_timeout.value_or(timeout_));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (broken_) {
-      work->finish(broken_);
-      return work;
-    }
-  }
-  std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
-      context_->createUnboundBuffer(tensor.data_ptr(), tensor.nbytes());
-  buffer->recv(src, p2p_slot(tag));
-  const std::string description = work->description();
-  // The waiter holds the context too: the buffer needs its pairs even if the group goes first.
-  work->set_waiter([context = context_, buffer, description](std::chrono::milliseconds timeout) {
-    try {
-      buffer->waitRecv(timeout);
-    } catch (const std::exception& e) {
-      std::rethrow_exception(classify_failure(description, e, timeout));
-    }
-  });
-  return work;
+  return post_point_to_point(false, std::move(tensor), src, tag, call_timeout);
 }
 
 }  // namespace ringtorch

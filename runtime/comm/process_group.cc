@@ -135,6 +135,13 @@ void ProcessGroup::check_root(const char* op, int root) const {
   }
 }
 
+void ProcessGroup::check_reduce_op(const char* op, ReduceOp reduce, const at::Tensor& t) const {
+  if (reduce == ReduceOp::kAvg && !at::isFloatingType(t.scalar_type())) {
+    throw InvalidArgumentError(
+        str_cat(context_prefix(), op, ": avg of ", dtype_name(t), " is not defined; use sum and divide"));
+  }
+}
+
 void ProcessGroup::check_peer(const char* op, int peer) const {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     throw InvalidArgumentError(str_cat(context_prefix(), op, ": peer rank ", peer, " must be in [0, ", size_,
@@ -263,10 +270,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
                                                     std::optional<std::chrono::milliseconds> call_timeout) {
   check_member("allreduce");
   check_tensor(context_prefix(), "allreduce", "", tensor);
-  if (op == ReduceOp::kAvg && !at::isFloatingType(tensor.scalar_type())) {
-    throw InvalidArgumentError(
-        str_cat(context_prefix(), "allreduce: avg of ", dtype_name(tensor), " is not defined; use sum and divide"));
-  }
+  check_reduce_op("allreduce", op, tensor);
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);

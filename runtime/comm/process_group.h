@@ -177,6 +177,10 @@ class ProcessGroup {
   void worker_loop();
   std::string context_prefix() const;  // "[rank 0/2] "
   void check_root(const char* op, int root) const;
+  // avg is sum-then-divide: defined for floating dtypes only.
+  void check_reduce_op(const char* op, ReduceOp reduce, const at::Tensor& t) const;
+  std::shared_ptr<Work> post_point_to_point(bool sending, at::Tensor tensor, int peer, uint32_t tag,
+                                            std::optional<std::chrono::milliseconds> call_timeout);
   void check_peer(const char* op, int peer) const;
   // Turns a Gloo exception into TimeoutError / PeerLostError with the operation's context.
   static std::exception_ptr classify_failure(const std::string& description, const std::exception& e,
