@@ -1,6 +1,8 @@
 #include "runtime/comm/process_group.h"
 
+#include <ATen/ATen.h>
 #include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -48,7 +50,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   }
   const auto timeout = resolve_timeout(options, kDefaultTimeout);
   std::shared_ptr<ProcessGroup> group(new ProcessGroup(rank, size, options.name, timeout));
-  DeviceChoice choice = make_tcp_device(options.iface, store_host);
+  DeviceChoice choice = make_device(options.transport, options.iface, store_host);
   group->network_ = choice.why;
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(timeout);
@@ -218,8 +220,8 @@ void ProcessGroup::worker_loop() {
 namespace {
 
 // The operations DETAIL mode can name, by code.
-const char* const kOperationNames[] = {"allreduce", "broadcast", "allgather",      "barrier", "reduce",
-                                       "gather",    "scatter",   "reduce_scatter", "alltoall"};
+const char* const kOperationNames[] = {"allreduce", "broadcast", "allgather",      "barrier",  "reduce",
+                                       "gather",    "scatter",   "reduce_scatter", "alltoall", "allgatherv"};
 
 int64_t operation_code(const std::string& op) {
   for (size_t i = 0; i < std::size(kOperationNames); ++i) {
@@ -329,6 +331,45 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
                   opts.setTimeout(timeout);
                   gloo::allgather(opts);
                 });
+}
+
+std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
+                                                     std::optional<std::chrono::milliseconds> call_timeout) {
+  check_member("allgatherv");
+  check_tensor(context_prefix(), "allgatherv", "input", input);
+  check_tensor(context_prefix(), "allgatherv", "output", output);
+  if (static_cast<int>(counts.size()) != size_) {
+    throw InvalidArgumentError(
+        str_cat(context_prefix(), "allgatherv: ", counts.size(), " counts given for ", size_, " ranks"));
+  }
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  if (input.numel() != counts[rank_] || output.numel() != total || input.scalar_type() != output.scalar_type()) {
+    throw InvalidArgumentError(str_cat(context_prefix(), "allgatherv: input has ", input.numel(), " ",
+                                       dtype_name(input), " (counts[", rank_, "] = ", counts[rank_], "), output ",
+                                       output.numel(), " ", dtype_name(output), " (sum of counts = ", total, ")"));
+  }
+  auto context = context_;
+  const auto timeout = call_timeout.value_or(timeout_);
+  std::vector<size_t> bytes;
+  for (int64_t c : counts) bytes.push_back(static_cast<size_t>(c) * input.element_size());
+  return submit({"allgatherv", total, input.scalar_type()}, str_cat(tensor_summary(output), " in all"), {input, output},
+                timeout, [=](uint32_t tag) {
+                  if (total == 0) return;
+                  gloo::AllgathervOptions opts(context);
+                  opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+                  opts.setOutput<uint8_t>(data_as<uint8_t>(output), bytes);
+                  opts.setTag(tag);
+                  opts.setTimeout(timeout);
+                  gloo::allgatherv(opts);
+                });
+}
+
+at::Tensor ProcessGroup::as_tensor(void* data, int64_t count, c10::ScalarType dtype) {
+  if (count < 0 || (data == nullptr && count > 0)) {
+    throw InvalidArgumentError(str_cat("raw buffer: ", count, " elements at ", data, " is not a buffer"));
+  }
+  return at::from_blob(data, {count}, at::TensorOptions().dtype(dtype));
 }
 
 std::shared_ptr<Work> ProcessGroup::barrier_async(std::optional<std::chrono::milliseconds> call_timeout) {

@@ -51,6 +51,9 @@ struct Rendezvous;
 struct ProcessGroupOptions {
   std::optional<std::chrono::milliseconds> timeout;  // else RINGTORCH_TIMEOUT, else 300 s
   std::string iface;             // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
+  // "tcp" or "ibverbs" (InfiniBand/RoCE, when Gloo has it and the machine has a device; `iface`
+  // then names the IB device). Default: RINGTORCH_TRANSPORT, else tcp.
+  std::string transport;
   std::string name = "default";  // for messages and the key prefix of the group's context
   // Before each collective, check that every rank calls the same operation with the same count,
   // dtype, root and reduce op (one extra small allgather each). Default: RINGTORCH_DEBUG=DETAIL.
@@ -82,6 +85,10 @@ class ProcessGroup {
   // `output` holds size() * input.numel() elements of input's dtype, rank r's block at r.
   std::shared_ptr<Work> allgather_async(at::Tensor input, at::Tensor output,
                                         std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  // Unequal sizes: rank r contributes counts[r] elements (input.numel() == counts[rank()]);
+  // `output` holds their sum, rank r's block after those of ranks 0..r-1.
+  std::shared_ptr<Work> allgatherv_async(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
+                                         std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   std::shared_ptr<Work> barrier_async(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // The result lands in `tensor` on `root`; other ranks' tensors are scratch afterwards.
   std::shared_ptr<Work> reduce_async(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum,
@@ -118,7 +125,25 @@ class ProcessGroup {
   void allgather(at::Tensor input, at::Tensor output, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
     allgather_async(input, output, timeout)->wait();
   }
+  void allgatherv(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
+                  std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    allgatherv_async(input, output, std::move(counts), timeout)->wait();
+  }
   void barrier(std::optional<std::chrono::milliseconds> timeout = std::nullopt) { barrier_async(timeout)->wait(); }
+
+  // Raw buffers: `count` elements of `dtype` at `data`, used in place (no copy). The caller
+  // keeps the memory alive until the call returns.
+  void allreduce(void* data, int64_t count, c10::ScalarType dtype, ReduceOp op = ReduceOp::kSum) {
+    allreduce(as_tensor(data, count, dtype), op);
+  }
+  void broadcast(void* data, int64_t count, c10::ScalarType dtype, int root) {
+    broadcast(as_tensor(data, count, dtype), root);
+  }
+  void allgather(void* input, void* output, int64_t count, c10::ScalarType dtype) {
+    allgather(as_tensor(input, count, dtype), as_tensor(output, count * size_, dtype));
+  }
+  // A 1-d tensor over caller-owned memory (at::from_blob: no copy, no ownership).
+  static at::Tensor as_tensor(void* data, int64_t count, c10::ScalarType dtype);
   void reduce(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum,
               std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
     reduce_async(tensor, root, op, timeout)->wait();

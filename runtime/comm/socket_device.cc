@@ -1,7 +1,11 @@
 #include "runtime/comm/socket_device.h"
 
 #include <arpa/inet.h>
+#include <gloo/config.h>
 #include <gloo/transport/tcp/device.h>
+#if GLOO_HAVE_TRANSPORT_IBVERBS
+#include <gloo/transport/ibverbs/device.h>
+#endif
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -84,6 +88,36 @@ DeviceChoice make_tcp_device(const std::string& iface_list, const std::string& s
   }
   choice.device = gloo::transport::tcp::CreateDevice(attr);
   return choice;
+}
+
+DeviceChoice make_device(const std::string& transport, const std::string& iface, const std::string& store_host) {
+  std::string kind = transport;
+  if (kind.empty()) {
+    const char* env = std::getenv("RINGTORCH_TRANSPORT");
+    kind = env && *env ? env : "tcp";
+  }
+  if (kind == "tcp") return make_tcp_device(iface, store_host);
+  if (kind != "ibverbs") {
+    throw InvalidArgumentError("transport '" + kind + "': use tcp or ibverbs (RINGTORCH_TRANSPORT)");
+  }
+#if GLOO_HAVE_TRANSPORT_IBVERBS
+  const auto names = gloo::transport::ibverbs::getDeviceNames();
+  if (names.empty()) {
+    throw InvalidArgumentError(
+        "transport ibverbs: this machine has no InfiniBand/RoCE device (ibv_get_device_list found none); use "
+        "RINGTORCH_TRANSPORT=tcp");
+  }
+  gloo::transport::ibverbs::attr attr;
+  attr.name = iface.empty() ? names.front() : iface;
+  attr.port = 1;
+  attr.index = 0;
+  DeviceChoice choice;
+  choice.device = gloo::transport::ibverbs::CreateDevice(attr);
+  choice.why = "ibverbs device " + attr.name + " port 1";
+  return choice;
+#else
+  throw InvalidArgumentError("transport ibverbs: this Gloo was built without ibverbs; use RINGTORCH_TRANSPORT=tcp");
+#endif
 }
 
 }  // namespace ringtorch

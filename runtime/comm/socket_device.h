@@ -23,4 +23,8 @@ struct DeviceChoice {
 // local address routes to `store_host`.
 DeviceChoice make_tcp_device(const std::string& iface_list, const std::string& store_host);
 
+// `transport`: "tcp", "ibverbs", or empty (RINGTORCH_TRANSPORT, else tcp). For ibverbs, `iface`
+// names the IB device (default: the first one); InvalidArgumentError when there is none.
+DeviceChoice make_device(const std::string& transport, const std::string& iface, const std::string& store_host);
+
 }  // namespace ringtorch

@@ -318,6 +318,56 @@ TEST(ProcessGroup, DetailModeNamesTheRanksThatDisagree) {
   EXPECT_NE(errors[1].find("this rank called broadcast of 4 float32 (root 0)"), std::string::npos) << errors[1];
 }
 
+TEST(ProcessGroup, AllgathervWithUnequalSizes) {
+  for (int world : {1, 2, 3, 4}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      // Rank r contributes r + 1 elements of value r (rank 0 once with none at all).
+      for (bool with_empty : {false, true}) {
+        std::vector<int64_t> counts;
+        for (int r = 0; r < world; ++r) counts.push_back(with_empty && r == 0 ? 0 : r + 1);
+        int64_t total = 0;
+        for (auto c : counts) total += c;
+        at::Tensor in = at::full({counts[group.rank()]}, group.rank(), at::kShort).to(at::kInt);
+        at::Tensor out = at::empty({total}, at::kInt);
+        group.allgatherv(in, out, counts);
+        int64_t offset = 0;
+        for (int r = 0; r < world; ++r) {
+          ASSERT_TRUE(at::equal(out.narrow(0, offset, counts[r]), at::full({counts[r]}, r, at::kInt)));
+          offset += counts[r];
+        }
+      }
+    });
+  }
+}
+
+TEST(ProcessGroup, RawBuffersAreUsedInPlace) {
+  on_ranks(2, [&](ProcessGroup& group) {
+    std::vector<double> values(100, group.rank() + 1.0);
+    group.allreduce(values.data(), static_cast<int64_t>(values.size()), at::kDouble, ReduceOp::kSum);
+    for (double v : values) ASSERT_EQ(v, 3.0);
+    std::vector<int32_t> mine(3, group.rank()), all(6, -1);
+    group.allgather(mine.data(), all.data(), 3, at::kInt);
+    EXPECT_EQ(all, (std::vector<int32_t>{0, 0, 0, 1, 1, 1}));
+    std::vector<uint8_t> bytes(5, group.rank() == 1 ? 42 : 0);
+    group.broadcast(bytes.data(), 5, at::kByte, 1);
+    EXPECT_EQ(bytes, std::vector<uint8_t>(5, 42));
+  });
+}
+
+TEST(ProcessGroup, IbverbsWithoutADeviceIsAClearError) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(5000));
+  ProcessGroupOptions options;
+  options.transport = "ibverbs";
+  try {
+    ProcessGroup::create(store, 0, 1, "127.0.0.1", options);
+    GTEST_SKIP() << "this machine has an InfiniBand/RoCE device: the group was created over ibverbs";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGTORCH_TRANSPORT=tcp"), std::string::npos) << e.what();
+  }
+  options.transport = "carrier-pigeon";
+  EXPECT_THROW(ProcessGroup::create(store, 0, 1, "127.0.0.1", options), InvalidArgumentError);
+}
+
 TEST(ProcessGroup, AsyncWorkKeepsTensorsAliveAndRunsInOrder) {
   on_ranks(3, [&](ProcessGroup& group) {
     std::vector<std::shared_ptr<Work>> works;
@@ -358,6 +408,8 @@ TEST(ProcessGroup, BadArgumentsAreRefusedBeforeAnythingIsQueued) {
     expect_invalid([&] { group.reduce_scatter(at::ones({3}), at::ones({2})); }, "reduce_scatter: input has 3 elements");
     expect_invalid([&] { group.alltoall(at::ones({2}), at::ones({3})); }, "alltoall: input (2 float32)");
     expect_invalid([&] { group.send(at::ones({2}), 0); }, "send: peer rank 0 must be in [0, 1) and not this rank");
+    expect_invalid([&] { group.allgatherv(at::ones({2}), at::ones({3}), {2}); }, "allgatherv: input has 2 float32");
+    expect_invalid([&] { group.allgatherv(at::ones({2}), at::ones({2}), {1, 1}); }, "2 counts given for 1 ranks");
     group.allreduce(at::ones({2}));  // still usable
   });
 }
