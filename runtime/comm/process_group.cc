@@ -68,6 +68,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   group->context_ = context;
   group->store_ = store;
   group->store_host_ = store_host;
+  if (const char* algorithm = std::getenv("RINGTORCH_ALLREDUCE_ALGORITHM"); algorithm && *algorithm) {
+    group->allreduce_algorithm_ = algorithm;
+    if (group->allreduce_algorithm_ != "auto" && group->allreduce_algorithm_ != "ring" &&
+        group->allreduce_algorithm_ != "bcube") {
+      throw InvalidArgumentError(str_cat("RINGTORCH_ALLREDUCE_ALGORITHM=", algorithm, ": use auto, ring or bcube"));
+    }
+  }
   if (options.debug_detail) {
     group->detail_ = *options.debug_detail;
   } else if (const char* debug = std::getenv("RINGTORCH_DEBUG")) {
@@ -278,6 +285,8 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_;
   const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op));
+  const auto algorithm = allreduce_algorithm_ == "bcube" ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                                         : gloo::AllreduceOptions::Algorithm::RING;
   return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, timeout,
                 [=](uint32_t tag) mutable {
                   if (tensor.numel() == 0) return;
@@ -285,6 +294,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
                     using T = decltype(element);
                     gloo::AllreduceOptions opts(context);
                     opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
+                    opts.setAlgorithm(algorithm);
                     opts.setReduceFunction(reduce);
                     opts.setTag(tag);
                     opts.setTimeout(timeout);

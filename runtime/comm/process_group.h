@@ -231,6 +231,9 @@ class ProcessGroup {
     std::chrono::milliseconds timeout;
   };
   bool detail_ = false;  // constant after create(): RINGTORCH_DEBUG=DETAIL
+  // Constant after create(): RINGTORCH_ALLREDUCE_ALGORITHM (auto | ring | bcube). auto is the ring
+  // at every size: bcube showed no consistent win here (docs/process_group.md, "Algorithm").
+  std::string allreduce_algorithm_ = "auto";
   std::mutex mutex_;
   std::condition_variable queue_cv_;
   std::deque<Task> queue_;      // guarded by mutex_

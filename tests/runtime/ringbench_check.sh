@@ -22,3 +22,5 @@ run 3 allreduce bfloat16
 run 3 allreduce int64
 run 3 broadcast uint8
 run 3 allgather float32
+RINGTORCH_ALLREDUCE_ALGORITHM=bcube run 3 allreduce float32
+RINGTORCH_ALLREDUCE_ALGORITHM=bcube run 4 allreduce int32
