@@ -34,6 +34,17 @@ constexpr char kCompareSetScript[] =
 
 std::string to_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
+// Sends one command with binary-safe arguments; null on a broken connection (see ctx->errstr).
+redisReply* send_command(redisContext* ctx, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (const auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  return static_cast<redisReply*>(redisCommandArgv(ctx, static_cast<int>(argv.size()), argv.data(), lens.data()));
+}
+
 bool is_auth_error(const std::string& text) {
   return text.rfind("WRONGPASS", 0) == 0 || text.rfind("NOAUTH", 0) == 0 ||
          text.find("invalid password") != std::string::npos || text.find("invalid username") != std::string::npos;
@@ -81,15 +92,8 @@ void RedisStore::connect_locked(Clock::time_point deadline) {
 }
 
 void RedisStore::authenticate_and_select_locked() {
-  auto run = [&](std::vector<std::string> args, const char* what) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (const auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    Reply reply(static_cast<redisReply*>(
-        redisCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+  auto run = [&](const std::vector<std::string>& args, const char* what) {
+    Reply reply(send_command(context_.get(), args));
     if (!reply) {
       std::string err = context_->errstr;
       context_.reset();
@@ -119,18 +123,11 @@ void RedisStore::authenticate_and_select_locked() {
 }
 
 RedisStore::Reply RedisStore::command(const std::vector<std::string>& args, Retry retry) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (const auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
   std::lock_guard<std::mutex> lock(mutex_);
   const auto deadline = Clock::now() + timeout_;
   while (true) {
     if (!context_) connect_locked(deadline);
-    Reply reply(static_cast<redisReply*>(
-        redisCommandArgv(context_.get(), static_cast<int>(argv.size()), argv.data(), lens.data())));
+    Reply reply(send_command(context_.get(), args));
     if (reply) {
       if (reply->type == REDIS_REPLY_ERROR) {
         throw IoError(str_cat("store ", description_, ": ", args[0], " '", args.size() > 1 ? args[1] : "",

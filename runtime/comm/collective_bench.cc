@@ -83,31 +83,24 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
     const int64_t count = bytes / item;
     at::Tensor input = at::ones({count}, o.dtype);
     at::Tensor output = o.op == "allgather" ? at::empty({count * g.size()}, o.dtype) : input;
-    auto run_once = [&] {
+    // One timed operation; all-reduce inputs are reset afterwards (untimed) so values stay bounded.
+    auto timed_once = [&] {
+      const auto start = std::chrono::steady_clock::now();
       if (o.op == "allreduce") {
         g.allreduce(input);
-        input.fill_(1);  // keep values bounded across iterations (not timed: see below)
       } else if (o.op == "broadcast") {
         g.broadcast(input, 0);
       } else {
         g.allgather(input, output);
       }
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+      if (o.op == "allreduce") input.fill_(1);
+      return us;
     };
-    for (int i = 0; i < o.warmup; ++i) run_once();
+    for (int i = 0; i < o.warmup; ++i) timed_once();
     g.barrier();
     double total_us = 0;
-    for (int i = 0; i < o.iters; ++i) {
-      auto start = std::chrono::steady_clock::now();
-      if (o.op == "allreduce") {
-        g.allreduce(input);
-      } else if (o.op == "broadcast") {
-        g.broadcast(input, 0);
-      } else {
-        g.allgather(input, output);
-      }
-      total_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-      if (o.op == "allreduce") input.fill_(1);
-    }
+    for (int i = 0; i < o.iters; ++i) total_us += timed_once();
     // The slowest rank's mean is the collective's time.
     at::Tensor t = at::full({1}, total_us / o.iters, at::kDouble);
     g.allreduce(t, ReduceOp::kMax);

@@ -256,7 +256,7 @@ int LaunchAgent::run() {
     if (outcome == Outcome::kSucceeded && config_.nnodes > 1) outcome = wait_for_other_nodes(restart, &reason);
     switch (outcome) {
       case Outcome::kSucceeded:
-        log(str_cat("all workers succeeded"));
+        log("all workers succeeded");
         return 0;
       case Outcome::kSignal: {
         const int sig = g_signal.load();
