@@ -12,12 +12,14 @@
 namespace {
 
 const char kUsage[] =
-    "usage: ringbench [--op allreduce|broadcast|allgather] [--min-bytes N] [--max-bytes N] [--factor F]\n"
+    "usage: ringbench [--op allreduce|broadcast|allgather|reduce_scatter|alltoall]\n"
+    "                 [--min-bytes N] [--max-bytes N] [--factor F]\n"
     "                 [--iters N] [--warmup N] [--dtype float32|float64|float16|bfloat16|int32|int64|uint8]\n"
     "                 [--check] [--json] [--init-method URL] [--timeout SECONDS] [--iface NAME]\n"
     "Sizes take K, M, G suffixes (powers of 1024). Launch with ringrun, torchrun, or any env:// launch.\n"
     "One row per size: size (B), count, type, op, time (us, slowest rank's mean), algbw and busbw (GB/s),\n"
-    "#wrong (with --check: elements that differ from the closed-form result, summed over ranks).\n";
+    "#wrong (with --check: elements that differ from the closed-form result, summed over ranks).\n"
+    "--json adds median_us (slowest rank's median), which bench/compare_torch compares.\n";
 
 int64_t parse_size(const std::string& text, const std::string& flag) {
   if (text.empty()) throw ringtorch::InvalidArgumentError(flag + ": empty");

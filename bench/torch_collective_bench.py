@@ -29,18 +29,31 @@ def main():
     n, rank = dist.get_world_size(), dist.get_rank()
     dtype = DTYPES[a.dtype]
     item = torch.tensor([], dtype=dtype).element_size()
-    factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "broadcast": 1.0}[a.op]
+    factor = {"allreduce": 2 * (n - 1) / n, "allgather": (n - 1) / n, "broadcast": 1.0,
+              "reduce_scatter": (n - 1) / n, "alltoall": (n - 1) / n}[a.op]
+    blocked = a.op in ("reduce_scatter", "alltoall")  # sizes as ringbench: the whole input, n blocks
     size = max(a.min_bytes, item)
     while size <= a.max_bytes:
         count = size // item
+        if blocked:
+            count = max(count // n, 1) * n
         x = torch.ones(count, dtype=dtype)
         outs = [torch.empty(count, dtype=dtype) for _ in range(n)]
+        y = torch.empty(count, dtype=dtype)
 
         def once():
             if a.op == "allreduce":
                 dist.all_reduce(x)
             elif a.op == "broadcast":
                 dist.broadcast(x, 0)
+            elif a.op == "reduce_scatter":
+                # Gloo in torch 1.13 has no reduce_scatter: what users do instead (all_reduce a
+                # copy, keep this rank's block), which is also what ringtorch does underneath.
+                y.copy_(x)
+                dist.all_reduce(y)
+                y.narrow(0, rank * (count // n), count // n).clone()
+            elif a.op == "alltoall":
+                dist.all_to_all_single(y, x)
             else:
                 dist.all_gather(outs, x)
 
@@ -48,19 +61,20 @@ def main():
             once()
             x.fill_(1)
         dist.barrier()
-        total = 0.0
+        times = []
         for _ in range(a.iters):
             start = time.perf_counter()
             once()
-            total += time.perf_counter() - start
+            times.append((time.perf_counter() - start) * 1e6)
             x.fill_(1)
-        t = torch.tensor([total * 1e6 / a.iters], dtype=torch.float64)
+        # The slowest rank's mean and median, as ringbench --json.
+        t = torch.tensor([sum(times) / a.iters, sorted(times)[a.iters // 2]], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        us = t.item()
+        us, median = t[0].item(), t[1].item()
         algbw = count * item / (us * 1e3)
         if rank == 0:
             print(json.dumps({"impl": "torch", "op": a.op, "type": a.dtype, "bytes": count * item, "count": count,
-                              "world_size": n, "time_us": us, "algbw_gbs": algbw, "busbw_gbs": algbw * factor}),
+                              "world_size": n, "time_us": us, "median_us": median, "algbw_gbs": algbw, "busbw_gbs": algbw * factor}),
                   flush=True)
         if size > a.max_bytes // a.factor:
             break

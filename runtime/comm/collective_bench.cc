@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -19,7 +20,9 @@ const std::vector<std::pair<std::string, c10::ScalarType>> kDtypeNames = {
 
 double bus_factor(const std::string& op, int n) {
   if (op == "allreduce") return n > 1 ? 2.0 * (n - 1) / n : 0.0;
-  if (op == "allgather") return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  if (op == "allgather" || op == "reduce_scatter" || op == "alltoall") {
+    return n > 1 ? static_cast<double>(n - 1) / n : 0.0;
+  }
   return 1.0;  // broadcast
 }
 
@@ -42,11 +45,27 @@ int64_t count_wrong(const BenchOptions& o, ProcessGroup& g, int64_t count) {
     got = r == 0 ? pattern(0, count, o.dtype) : at::zeros({count}, o.dtype);
     g.broadcast(got, 0);
     want = pattern(0, count, o.dtype);
-  } else {
+  } else if (o.op == "allgather") {
     got = at::empty({count * n}, o.dtype);
     g.allgather(pattern(r, count, o.dtype), got);
     std::vector<at::Tensor> parts;
     for (int k = 0; k < n; ++k) parts.push_back(pattern(k, count, o.dtype));
+    want = at::cat(parts);
+  } else if (o.op == "reduce_scatter") {
+    // `count` is the whole input; rank r keeps the sum of everyone's block r.
+    const int64_t block = count / n;
+    got = at::empty({block}, o.dtype);
+    g.reduce_scatter(pattern(r, count, o.dtype), got);
+    want = at::zeros({block}, at::kLong);
+    for (int k = 0; k < n; ++k) want += pattern(k, count, at::kLong).narrow(0, r * block, block);
+    want = want.to(o.dtype);
+  } else {
+    // alltoall: block j of rank k's input lands in block k of rank j's output.
+    const int64_t block = count / n;
+    got = at::empty({count}, o.dtype);
+    g.alltoall(pattern(r, count, o.dtype), got);
+    std::vector<at::Tensor> parts;
+    for (int k = 0; k < n; ++k) parts.push_back(pattern(k, count, o.dtype).narrow(0, r * block, block));
     want = at::cat(parts);
   }
   at::Tensor wrong = got.ne(want).sum().to(at::kLong).reshape({1});
@@ -64,8 +83,10 @@ c10::ScalarType parse_dtype(const std::string& name) {
 }
 
 void validate(const BenchOptions& o) {
-  if (o.op != "allreduce" && o.op != "broadcast" && o.op != "allgather") {
-    throw InvalidArgumentError("--op " + o.op + ": ringbench measures allreduce, broadcast and allgather");
+  if (o.op != "allreduce" && o.op != "broadcast" && o.op != "allgather" && o.op != "reduce_scatter" &&
+      o.op != "alltoall") {
+    throw InvalidArgumentError("--op " + o.op +
+                               ": ringbench measures allreduce, broadcast, allgather, reduce_scatter and alltoall");
   }
   if (o.min_bytes < 0 || o.max_bytes < o.min_bytes) {
     throw InvalidArgumentError(
@@ -79,10 +100,15 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
   validate(o);
   const int64_t item = c10::elementSize(o.dtype);
   std::vector<BenchRow> rows;
+  const bool blocked = o.op == "reduce_scatter" || o.op == "alltoall";  // input split in size() blocks
   for (int64_t bytes = std::max<int64_t>(o.min_bytes, item); bytes <= o.max_bytes; bytes *= o.factor) {
-    const int64_t count = bytes / item;
+    int64_t count = bytes / item;
+    if (blocked) count = std::max<int64_t>(count / g.size(), 1) * g.size();
     at::Tensor input = at::ones({count}, o.dtype);
-    at::Tensor output = o.op == "allgather" ? at::empty({count * g.size()}, o.dtype) : input;
+    at::Tensor output = input;
+    if (o.op == "allgather") output = at::empty({count * g.size()}, o.dtype);
+    if (o.op == "reduce_scatter") output = at::empty({count / g.size()}, o.dtype);
+    if (o.op == "alltoall") output = at::empty({count}, o.dtype);
     // One timed operation; all-reduce inputs are reset afterwards (untimed) so values stay bounded.
     auto timed_once = [&] {
       const auto start = std::chrono::steady_clock::now();
@@ -90,8 +116,12 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
         g.allreduce(input);
       } else if (o.op == "broadcast") {
         g.broadcast(input, 0);
-      } else {
+      } else if (o.op == "allgather") {
         g.allgather(input, output);
+      } else if (o.op == "reduce_scatter") {
+        g.reduce_scatter(input, output);
+      } else {
+        g.alltoall(input, output);
       }
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
       if (o.op == "allreduce") input.fill_(1);
@@ -99,17 +129,21 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
     };
     for (int i = 0; i < o.warmup; ++i) timed_once();
     g.barrier();
+    std::vector<double> times(o.iters);
+    for (double& us : times) us = timed_once();
     double total_us = 0;
-    for (int i = 0; i < o.iters; ++i) total_us += timed_once();
-    // The slowest rank's mean is the collective's time.
-    at::Tensor t = at::full({1}, total_us / o.iters, at::kDouble);
+    for (double us : times) total_us += us;
+    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+    // The slowest rank's mean (nccl-tests) and median (robust to scheduler hiccups) are the collective's.
+    at::Tensor t = at::tensor({total_us / o.iters, times[times.size() / 2]}, at::kDouble);
     g.allreduce(t, ReduceOp::kMax);
     BenchRow row;
     row.bytes = count * item;
     row.count = count;
     row.type = dtype_name(o.dtype);
     row.op = o.op;
-    row.time_us = t.item<double>();
+    row.time_us = t[0].item<double>();
+    row.median_us = t[1].item<double>();
     row.algbw_gbs = row.bytes / (row.time_us * 1e3);
     row.busbw_gbs = row.algbw_gbs * bus_factor(o.op, g.size());
     row.wrong = o.check ? count_wrong(o, g, count) : -1;
@@ -138,7 +172,8 @@ std::string format_json(const BenchRow& r, int world_size) {
   nlohmann::json j = {{"impl", "ringtorch"},     {"op", r.op},
                       {"type", r.type},          {"bytes", r.bytes},
                       {"count", r.count},        {"world_size", world_size},
-                      {"time_us", r.time_us},    {"algbw_gbs", r.algbw_gbs},
+                      {"time_us", r.time_us},    {"median_us", r.median_us},
+                      {"algbw_gbs", r.algbw_gbs},
                       {"busbw_gbs", r.busbw_gbs}};
   if (r.wrong >= 0) j["wrong"] = r.wrong;
   return j.dump() + "\n";

@@ -2,8 +2,10 @@
 // message sizes, timed on every rank, with an optional closed-form check of every element.
 //
 // Bus bandwidth follows nccl-tests: algbw = bytes / time; busbw = algbw x factor, factor
-// 2(n-1)/n for allreduce, (n-1)/n for allgather, 1 for broadcast, so that busbw is comparable
-// to the link speed whatever the world size.
+// 2(n-1)/n for allreduce, (n-1)/n for allgather, reduce_scatter and alltoall, 1 for broadcast,
+// so that busbw is comparable to the link speed whatever the world size. Bytes are per rank:
+// the whole tensor for allreduce and broadcast, each rank's contribution for allgather, the
+// whole input (size() blocks; rounded down to a multiple of size()) for reduce_scatter and alltoall.
 #pragma once
 
 #include <c10/core/ScalarType.h>
@@ -17,7 +19,7 @@
 namespace ringtorch {
 
 struct BenchOptions {
-  std::string op = "allreduce";  // allreduce | broadcast | allgather
+  std::string op = "allreduce";  // allreduce | broadcast | allgather | reduce_scatter | alltoall
   int64_t min_bytes = 4;
   int64_t max_bytes = 64 << 20;
   int64_t factor = 2;
@@ -31,7 +33,8 @@ struct BenchRow {
   int64_t bytes = 0;  // per rank (allgather: each rank's contribution)
   int64_t count = 0;  // elements
   std::string type, op;
-  double time_us = 0;  // mean per operation, the slowest rank's
+  double time_us = 0;    // mean per operation, the slowest rank's
+  double median_us = 0;  // median per operation, the slowest rank's (JSON only)
   double algbw_gbs = 0, busbw_gbs = 0;
   int64_t wrong = -1;  // elements that differ from the closed form, summed over ranks; -1: not checked
 };

@@ -1,7 +1,6 @@
 // ProcessGroup: reduce, gather, scatter, reduce_scatter, alltoall (the queue and the simpler
 // collectives are in process_group.cc; send/recv in point_to_point.cc).
 #include <ATen/ATen.h>
-#include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
 #include <gloo/gather.h>
 #include <gloo/reduce.h>
@@ -112,20 +111,15 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_, rank = rank_;
+  auto scratch = scratch_;
+  const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, input.nbytes(), size_);
   return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op},
                 str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output}, timeout,
                 [=](uint32_t tag) mutable {
                   if (output.numel() == 0) return;
                   at::Tensor all = input.clone();  // the caller's input stays untouched
-                  with_element_type(all.element_size(), [&](auto element) {
-                    using T = decltype(element);
-                    gloo::AllreduceOptions opts(context);
-                    opts.setOutput<T>(data_as<T>(all), static_cast<size_t>(all.numel()));
-                    opts.setReduceFunction(reduce);
-                    opts.setTag(tag);
-                    opts.setTimeout(timeout);
-                    gloo::allreduce(opts);
-                  });
+                  allreduce_buffer(context, all.data_ptr(), static_cast<size_t>(all.numel()), all.element_size(),
+                                   reduce, algorithm, tag, timeout, *scratch);
                   at::Tensor mine = all.narrow(0, rank * output.numel(), output.numel());
                   output.copy_(mine.view(output.sizes()));
                   if (op == ReduceOp::kAvg) output.div_(size);

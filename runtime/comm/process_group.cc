@@ -3,7 +3,6 @@
 #include <ATen/ATen.h>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
@@ -32,6 +31,10 @@ std::chrono::milliseconds resolve_timeout(const ProcessGroupOptions& options, st
   }
   return fallback;
 }
+
+// Set by run_sync while its operation is being submitted: submit() then leaves the worker
+// asleep, because the calling thread is about to run the operation itself.
+thread_local const ProcessGroup* deferred_wake_up = nullptr;
 
 }  // namespace
 
@@ -68,12 +71,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   group->context_ = context;
   group->store_ = store;
   group->store_host_ = store_host;
-  if (const char* algorithm = std::getenv("RINGTORCH_ALLREDUCE_ALGORITHM"); algorithm && *algorithm) {
-    group->allreduce_algorithm_ = algorithm;
-    if (group->allreduce_algorithm_ != "auto" && group->allreduce_algorithm_ != "ring" &&
-        group->allreduce_algorithm_ != "bcube") {
-      throw InvalidArgumentError(str_cat("RINGTORCH_ALLREDUCE_ALGORITHM=", algorithm, ": use auto, ring or bcube"));
-    }
+  if (options.allreduce_algorithm) {
+    group->allreduce_algorithm_ = *options.allreduce_algorithm;
+  } else if (const char* algorithm = std::getenv("RINGTORCH_ALLREDUCE_ALGORITHM")) {
+    group->allreduce_algorithm_ = parse_allreduce_algorithm(algorithm, "RINGTORCH_ALLREDUCE_ALGORITHM");
   }
   if (options.debug_detail) {
     group->detail_ = *options.debug_detail;
@@ -191,8 +192,41 @@ std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std:
     }
     queue_.push_back(Task{work, std::move(run), sequence, call, timeout});
   }
-  queue_cv_.notify_one();
+  if (deferred_wake_up != this) queue_cv_.notify_one();
   return work;
+}
+
+void ProcessGroup::run_sync(const std::function<std::shared_ptr<Work>()>& submit_async) {
+  std::shared_ptr<Work> work;
+  deferred_wake_up = this;
+  try {
+    work = submit_async();
+  } catch (...) {
+    deferred_wake_up = nullptr;
+    throw;
+  }
+  deferred_wake_up = nullptr;
+  std::optional<Task> mine;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!running_ && !queue_.empty() && queue_.front().work == work) {
+      mine = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+    }
+  }
+  if (!mine) {
+    queue_cv_.notify_one();  // the wake-up submit() skipped
+    work->wait();
+    return;
+  }
+  execute(*mine);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+  }
+  queue_cv_.notify_one();  // others may have queued behind us meanwhile
+  work->wait();
 }
 
 void ProcessGroup::worker_loop() {
@@ -200,16 +234,25 @@ void ProcessGroup::worker_loop() {
     Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      queue_cv_.wait(lock, [&] { return (stopping_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // stopping, and everything queued has run
       task = std::move(queue_.front());
       queue_.pop_front();
-      if (broken_) {
-        task.work->finish(broken_);
-        continue;
-      }
+      running_ = true;
     }
-    std::exception_ptr failure;
+    execute(task);
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+  }
+}
+
+void ProcessGroup::execute(Task& task) {
+  std::exception_ptr failure;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure = broken_;
+  }
+  if (!failure) {
     try {
       if (detail_) check_signatures_agree(task.call, task.work->description(), task.tag);
       task.run(task.tag);
@@ -220,8 +263,8 @@ void ProcessGroup::worker_loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       broken_ = failure;
     }
-    task.work->finish(failure);
   }
+  task.work->finish(failure);
 }
 
 namespace {
@@ -284,22 +327,14 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_;
-  const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op));
-  const auto algorithm = allreduce_algorithm_ == "bcube" ? gloo::AllreduceOptions::Algorithm::BCUBE
-                                                         : gloo::AllreduceOptions::Algorithm::RING;
+  auto scratch = scratch_;
+  const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, tensor.nbytes(), size_);
+  const std::string detail =
+      str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ", allreduce_algorithm_name(algorithm));
   return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, timeout,
                 [=](uint32_t tag) mutable {
-                  if (tensor.numel() == 0) return;
-                  with_element_type(tensor.element_size(), [&](auto element) {
-                    using T = decltype(element);
-                    gloo::AllreduceOptions opts(context);
-                    opts.setOutput<T>(static_cast<T*>(tensor.data_ptr()), static_cast<size_t>(tensor.numel()));
-                    opts.setAlgorithm(algorithm);
-                    opts.setReduceFunction(reduce);
-                    opts.setTag(tag);
-                    opts.setTimeout(timeout);
-                    gloo::allreduce(opts);
-                  });
+                  allreduce_buffer(context, tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                   tensor.element_size(), reduce, algorithm, tag, timeout, *scratch);
                   if (op == ReduceOp::kAvg) tensor.div_(size);
                 });
 }

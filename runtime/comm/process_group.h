@@ -37,6 +37,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "runtime/comm/allreduce_algorithm.h"
 #include "runtime/comm/reduce_op.h"
 #include "runtime/comm/work.h"
 
@@ -58,6 +59,8 @@ struct ProcessGroupOptions {
   // Before each collective, check that every rank calls the same operation with the same count,
   // dtype, root and reduce op (one extra small allgather each). Default: RINGTORCH_DEBUG=DETAIL.
   std::optional<bool> debug_detail;
+  // All-reduce (and reduce_scatter) algorithm; default: RINGTORCH_ALLREDUCE_ALGORITHM, else auto.
+  std::optional<AllreduceAlgorithm> allreduce_algorithm;
 };
 
 class ProcessGroup {
@@ -114,22 +117,26 @@ class ProcessGroup {
   std::shared_ptr<Work> recv_async(at::Tensor tensor, int src, uint32_t tag = 0,
                                    std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
-  // Synchronous forms: submit, then wait. `timeout` overrides the group's for this call.
+  // Synchronous forms. `timeout` overrides the group's for this call. When nothing is queued
+  // ahead, the operation runs on the caller's thread: no hand-off to the worker and back, which
+  // is most of the cost of a small collective on a busy machine. Otherwise it waits its turn.
   void allreduce(at::Tensor tensor, ReduceOp op = ReduceOp::kSum,
                  std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    allreduce_async(tensor, op, timeout)->wait();
+    run_sync([&] { return allreduce_async(tensor, op, timeout); });
   }
   void broadcast(at::Tensor tensor, int root, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    broadcast_async(tensor, root, timeout)->wait();
+    run_sync([&] { return broadcast_async(tensor, root, timeout); });
   }
   void allgather(at::Tensor input, at::Tensor output, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    allgather_async(input, output, timeout)->wait();
+    run_sync([&] { return allgather_async(input, output, timeout); });
   }
   void allgatherv(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
                   std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    allgatherv_async(input, output, std::move(counts), timeout)->wait();
+    run_sync([&] { return allgatherv_async(input, output, std::move(counts), timeout); });
   }
-  void barrier(std::optional<std::chrono::milliseconds> timeout = std::nullopt) { barrier_async(timeout)->wait(); }
+  void barrier(std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
+    run_sync([&] { return barrier_async(timeout); });
+  }
 
   // Raw buffers: `count` elements of `dtype` at `data`, used in place (no copy). The caller
   // keeps the memory alive until the call returns.
@@ -146,22 +153,22 @@ class ProcessGroup {
   static at::Tensor as_tensor(void* data, int64_t count, c10::ScalarType dtype);
   void reduce(at::Tensor tensor, int root, ReduceOp op = ReduceOp::kSum,
               std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    reduce_async(tensor, root, op, timeout)->wait();
+    run_sync([&] { return reduce_async(tensor, root, op, timeout); });
   }
   void gather(at::Tensor input, at::Tensor output, int root,
               std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    gather_async(input, output, root, timeout)->wait();
+    run_sync([&] { return gather_async(input, output, root, timeout); });
   }
   void scatter(at::Tensor input, at::Tensor output, int root,
                std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    scatter_async(input, output, root, timeout)->wait();
+    run_sync([&] { return scatter_async(input, output, root, timeout); });
   }
   void reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op = ReduceOp::kSum,
                       std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    reduce_scatter_async(input, output, op, timeout)->wait();
+    run_sync([&] { return reduce_scatter_async(input, output, op, timeout); });
   }
   void alltoall(at::Tensor input, at::Tensor output, std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
-    alltoall_async(input, output, timeout)->wait();
+    run_sync([&] { return alltoall_async(input, output, timeout); });
   }
   void send(at::Tensor tensor, int dst, uint32_t tag = 0,
             std::optional<std::chrono::milliseconds> timeout = std::nullopt) {
@@ -193,7 +200,10 @@ class ProcessGroup {
     int root = -1;
     ReduceOp reduce = ReduceOp::kSum;
   };
-  // Queues `run` (executed on the worker thread with the operation's tag) under a new Work.
+  // Submits through `submit_async` (one of the *_async calls) with the worker's wake-up
+  // deferred, then runs the operation here if it is first in line and nothing is running.
+  void run_sync(const std::function<std::shared_ptr<Work>()>& submit_async);
+  // Queues `run` (executed with the operation's tag, on the worker thread or by run_sync) under a new Work.
   std::shared_ptr<Work> submit(const CallSignature& call, const std::string& detail, std::vector<at::Tensor> tensors,
                                std::chrono::milliseconds timeout, std::function<void(uint32_t tag)> run);
   // DETAIL mode: all ranks exchange their call signatures; throws MismatchError naming the ranks
@@ -230,13 +240,17 @@ class ProcessGroup {
     CallSignature call;
     std::chrono::milliseconds timeout;
   };
+  // Runs one dequeued task and completes its Work; a transport failure breaks the group.
+  void execute(Task& task);
   bool detail_ = false;  // constant after create(): RINGTORCH_DEBUG=DETAIL
-  // Constant after create(): RINGTORCH_ALLREDUCE_ALGORITHM (auto | ring | bcube). auto is the ring
-  // at every size: bcube showed no consistent win here (docs/process_group.md, "Algorithm").
-  std::string allreduce_algorithm_ = "auto";
+  // Constant after create(): RINGTORCH_ALLREDUCE_ALGORITHM; auto chooses by size (allreduce_algorithm.h).
+  AllreduceAlgorithm allreduce_algorithm_ = AllreduceAlgorithm::kAuto;
+  // Receive memory of the direct all-reduce; used by whichever thread runs the current task.
+  std::shared_ptr<ScratchBuffer> scratch_ = std::make_shared<ScratchBuffer>();
   std::mutex mutex_;
   std::condition_variable queue_cv_;
   std::deque<Task> queue_;      // guarded by mutex_
+  bool running_ = false;        // guarded by mutex_: a task is executing (worker or run_sync)
   bool stopping_ = false;       // guarded by mutex_
   uint32_t next_sequence_ = 0;  // guarded by mutex_
   std::exception_ptr broken_;   // guarded by mutex_: the first failure; later calls rethrow it

@@ -19,16 +19,17 @@ namespace {
 using std::chrono::milliseconds;
 
 // Runs body(group) on `n` ranks (threads), each with its own ProcessGroup; rethrows failures.
-void on_ranks(int n, const std::function<void(ProcessGroup&)>& body, milliseconds timeout = milliseconds(30000)) {
+void on_ranks(int n, const std::function<void(ProcessGroup&)>& body, milliseconds timeout = milliseconds(30000),
+              ProcessGroupOptions options = {}) {
   auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        ProcessGroupOptions options;
-        options.timeout = timeout;
-        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", options);
+        ProcessGroupOptions mine = options;
+        mine.timeout = timeout;
+        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", mine);
         body(*group);
       } catch (...) {
         errors[r] = std::current_exception();
@@ -83,6 +84,61 @@ TEST(ProcessGroup, AllreduceEveryOpDtypeAndCountAtWorldSizes1To8) {
         }
       }
     });
+  }
+}
+
+// Every algorithm, forced, at sizes on both sides of auto's thresholds: random floats (so the
+// order of additions shows), results close to the exact sum and bit-identical on every rank.
+TEST(ProcessGroup, EveryAllreduceAlgorithmGivesEveryRankTheSameBits) {
+  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kBcube}) {
+    for (int world : {2, 3, 4}) {
+      ProcessGroupOptions options;
+      options.allreduce_algorithm = algorithm;
+      on_ranks(
+          world,
+          [&](ProcessGroup& group) {
+            for (int64_t count : {1, 7, 1000, 1 << 17}) {
+              auto generator = at::detail::createCPUGenerator(1234 + group.rank());
+              at::Tensor mine = at::rand({count}, generator, at::kFloat);
+              at::Tensor sum = mine.clone();
+              group.allreduce(sum);
+              at::Tensor everyone_input = at::empty({count * world});
+              group.allgather(mine, everyone_input);
+              at::Tensor exact = everyone_input.to(at::kDouble).view({world, count}).sum(0);
+              ASSERT_TRUE(at::allclose(sum.to(at::kDouble), exact, 1e-5, 1e-5))
+                  << allreduce_algorithm_name(algorithm) << " world " << world << " count " << count;
+              at::Tensor everyone_result = at::empty({count * world});
+              group.allgather(sum, everyone_result);
+              for (int r = 0; r < world; ++r) {
+                ASSERT_TRUE(at::equal(everyone_result.narrow(0, r * count, count), sum))
+                    << allreduce_algorithm_name(algorithm) << ": rank " << r << " differs from rank " << group.rank()
+                    << " (world " << world << ", count " << count << ")";
+              }
+            }
+          },
+          milliseconds(30000), options);
+    }
+  }
+}
+
+TEST(AllreduceAlgorithm, AutoChoosesDirectWhileLatencyDominates) {
+  using A = AllreduceAlgorithm;
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, 4, 2), A::kDirect);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxBytesTwoRanks, 2), A::kDirect);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxBytesTwoRanks + 1, 2), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxFanoutBytes / 3, 4), A::kDirect);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxFanoutBytes / 3 + 1, 4), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kRing, 4, 2), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kBcube, 1 << 30, 8), A::kBcube);
+  EXPECT_EQ(parse_allreduce_algorithm("direct", "X"), A::kDirect);
+  EXPECT_EQ(parse_allreduce_algorithm("", "X"), A::kAuto);
+  try {
+    parse_allreduce_algorithm("tree", "RINGTORCH_ALLREDUCE_ALGORITHM");
+    FAIL() << "accepted an unknown algorithm";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGTORCH_ALLREDUCE_ALGORITHM=tree: use auto, direct, ring or bcube"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -444,7 +500,9 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
     rank0_done = true;
   }
   rank1.join();
-  EXPECT_NE(first.find("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum)"), std::string::npos) << first;
+  EXPECT_NE(first.find("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum, direct)"), std::string::npos)
+      << first;
+  EXPECT_NE(first.find("peer rank 1"), std::string::npos) << first;
   EXPECT_NE(first.find("RINGTORCH_TIMEOUT"), std::string::npos) << first;
   EXPECT_EQ(second, first) << "later calls fail at once with the original cause";
 }

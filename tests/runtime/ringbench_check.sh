@@ -22,5 +22,11 @@ run 3 allreduce bfloat16
 run 3 allreduce int64
 run 3 broadcast uint8
 run 3 allgather float32
+run 2 reduce_scatter float32
+run 3 reduce_scatter int32
+run 2 alltoall float64
+run 3 alltoall uint8
+RINGTORCH_ALLREDUCE_ALGORITHM=direct run 4 allreduce float16
+RINGTORCH_ALLREDUCE_ALGORITHM=ring run 2 allreduce float32
 RINGTORCH_ALLREDUCE_ALGORITHM=bcube run 3 allreduce float32
 RINGTORCH_ALLREDUCE_ALGORITHM=bcube run 4 allreduce int32

@@ -1,0 +1,48 @@
+// Which all-reduce algorithm runs a given message (RINGTORCH_ALLREDUCE_ALGORITHM, or by size),
+// and running it on a buffer.
+//
+//   auto    (default) direct while latency dominates, else the ring; see choose()
+//   direct  every rank sends its buffer to every peer (direct_allreduce.h)
+//   ring    Gloo's ring: 2(n-1) steps, bandwidth-optimal
+//   bcube   Gloo's bcube (recursive halving/doubling)
+//
+// The thresholds come from ringbench measurements recorded in docs/process_group.md,
+// "Algorithm"; re-measure there before changing them.
+#pragma once
+
+#include <gloo/context.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "runtime/comm/direct_allreduce.h"
+#include "runtime/comm/reduce_kernels.h"
+
+namespace ringtorch {
+
+enum class AllreduceAlgorithm { kAuto, kDirect, kRing, kBcube };
+
+// Throws InvalidArgumentError naming `origin` (e.g. the environment variable) for other names.
+AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name, const std::string& origin);
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
+
+// Resolves kAuto for a message of `bytes` per rank among `world_size` ranks:
+// - 2 ranks: direct up to kDirectMaxBytesTwoRanks (both algorithms move the same bytes; direct
+//   needs one round trip instead of two), ring above (bounds the receive buffer direct keeps).
+// - more ranks: direct while (world_size - 1) * bytes <= kDirectMaxFanoutBytes, ring above.
+AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int world_size);
+
+// Reduces `count` elements of `element_size` bytes at `data` in place across the context's
+// ranks with the (resolved, not kAuto) `algorithm`; `scratch` serves the direct algorithm.
+// Throws Gloo's exceptions on failure.
+void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data, size_t count, size_t element_size,
+                      const ReduceFunction& reduce, AllreduceAlgorithm algorithm, uint32_t tag,
+                      std::chrono::milliseconds timeout, ScratchBuffer& scratch);
+
+constexpr size_t kDirectMaxBytesTwoRanks = size_t{64} << 20;
+constexpr size_t kDirectMaxFanoutBytes = size_t{256} << 10;
+
+}  // namespace ringtorch
