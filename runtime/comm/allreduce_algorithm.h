@@ -43,6 +43,6 @@ void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data,
                       std::chrono::milliseconds timeout, ScratchBuffer& scratch);
 
 constexpr size_t kDirectMaxBytesTwoRanks = size_t{64} << 20;
-constexpr size_t kDirectMaxFanoutBytes = size_t{256} << 10;
+constexpr size_t kDirectMaxFanoutBytes = size_t{1} << 20;
 
 }  // namespace ringtorch

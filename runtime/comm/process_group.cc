@@ -17,6 +17,7 @@
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store_wait.h"
+#include "runtime/comm/failure_report.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
 #include "runtime/comm/tensor_checks.h"
@@ -57,9 +58,11 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   group->network_ = choice.why;
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(timeout);
-  GlooStore gloo_store(c10::make_intrusive<c10d::PrefixStore>("gloo/" + options.name, store));
+  auto group_store = c10::make_intrusive<c10d::PrefixStore>("gloo/" + options.name, store);
+  GlooStore gloo_store(group_store);
   try {
     context->connectFullMesh(gloo_store, choice.device);
+    publish_peer_addresses(*group_store, *context);
   } catch (const Error& e) {
     throw TimeoutError(
         str_cat(group->context_prefix(), "connecting group '", options.name, "' over ", choice.why, ": ", e.what()));
@@ -70,6 +73,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   }
   group->context_ = context;
   group->store_ = store;
+  group->group_store_ = group_store;
   group->store_host_ = store_host;
   if (options.allreduce_algorithm) {
     group->allreduce_algorithm_ = *options.allreduce_algorithm;
@@ -124,14 +128,14 @@ void ProcessGroup::check_member(const char* op) const {
 ProcessGroup::~ProcessGroup() { shutdown(); }
 
 std::exception_ptr ProcessGroup::classify_failure(const std::string& description, const std::exception& e,
-                                                  std::chrono::milliseconds timeout) {
+                                                  std::chrono::milliseconds timeout, const std::string& peer) {
   // Gloo's IoException covers both a peer that closed its connection and an operation that ran
   // past its timeout; its text says which (and names the peer's address when it knows it).
   const std::string what = e.what();
   const bool timed_out = what.find("Timed out") != std::string::npos || what.find("timed out") != std::string::npos;
   const std::string message =
       str_cat(description, timed_out ? " timed out" : " lost a peer", " after at most ",
-              format_duration_ms(timeout.count()), ": ", what,
+              format_duration_ms(timeout.count()), ": ", what, peer.empty() ? "" : "; " + peer,
               timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
                           "collectives in the same order); "
                         : "; a peer process died or its connection broke: check the other ranks' logs; ",
@@ -259,7 +263,14 @@ void ProcessGroup::execute(Task& task) {
     } catch (const Error&) {
       failure = std::current_exception();
     } catch (const std::exception& e) {
-      failure = classify_failure(task.work->description(), e, task.timeout);
+      // The direct algorithm already names the rank it waited for; Gloo's own ones do not.
+      const std::string what = e.what();
+      const std::string peer =
+          what.find("peer rank ") != std::string::npos
+              ? ""
+              : name_failed_peer(group_store_, rank_, size_, what, task.work->description(),
+                                 std::min(task.timeout, std::chrono::milliseconds(2000)));
+      failure = classify_failure(task.work->description(), e, task.timeout, peer);
       std::lock_guard<std::mutex> lock(mutex_);
       broken_ = failure;
     }

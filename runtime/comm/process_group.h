@@ -217,9 +217,10 @@ class ProcessGroup {
   std::shared_ptr<Work> post_point_to_point(bool sending, at::Tensor tensor, int peer, uint32_t tag,
                                             std::optional<std::chrono::milliseconds> call_timeout);
   void check_peer(const char* op, int peer) const;
-  // Turns a Gloo exception into TimeoutError / PeerLostError with the operation's context.
+  // Turns a Gloo exception into TimeoutError / PeerLostError with the operation's context and
+  // `peer` (which rank is to blame, when known: failure_report.h).
   static std::exception_ptr classify_failure(const std::string& description, const std::exception& e,
-                                             std::chrono::milliseconds timeout);
+                                             std::chrono::milliseconds timeout, const std::string& peer = "");
 
   const int rank_;
   const int size_;
@@ -229,6 +230,7 @@ class ProcessGroup {
   bool member_ = true;                     // constant after create(); false: this rank is outside the subgroup
   std::string members_;                    // constant after create(); "0, 2" for messages
   c10::intrusive_ptr<c10d::Store> store_;  // constant after create(); subgroups prefix it
+  c10::intrusive_ptr<c10d::Store> group_store_;  // constant after create(): store_ under "gloo/<name>/"
   std::string store_host_;                 // constant after create()
   std::atomic<int> subgroups_created_{0};
   std::shared_ptr<gloo::Context> context_;  // constant after create(); used by the worker only

@@ -79,7 +79,7 @@ TEST(ProcessGroupProcesses, EveryStoreKindAtWorldSizes2To4) {
 
 // Starts 3 ranks running large all-reduces for a long time, waits until they are busy, then
 // does `to_victim` to rank 1. The survivors must fail within their timeout (3 s), naming
-// themselves and the operation, with a non-zero exit; nobody may hang.
+// themselves, the operation and rank 1, with a non-zero exit; nobody may hang.
 void expect_survivors_fail(int sig) {
   const std::string port = std::to_string(testing::free_port());
   std::map<std::string, std::string> env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
@@ -102,6 +102,7 @@ void expect_survivors_fail(int sig) {
   std::this_thread::sleep_for(milliseconds(500));
   const auto start = std::chrono::steady_clock::now();
   procs[1].signal(sig);
+  int naming_the_victim = 0;
   for (int r : {0, 2}) {
     Captured result = testing::finish(procs[r]);
     const auto elapsed = std::chrono::steady_clock::now() - start;
@@ -113,7 +114,12 @@ void expect_survivors_fail(int sig) {
     const bool named_cause = result.err.find("timed out") != std::string::npos ||
                              result.err.find("lost a peer") != std::string::npos;
     EXPECT_TRUE(named_cause) << result.err;
+    // A survivor may first see the other survivor, which failed and exited, close its
+    // connection; it names that rank then, and says so.
+    EXPECT_NE(result.err.find("peer rank "), std::string::npos) << "no peer named:\n" << result.err;
+    if (result.err.find("peer rank 1 ") != std::string::npos) ++naming_the_victim;
   }
+  EXPECT_GE(naming_the_victim, 1) << "neither survivor named rank 1";
   procs[1].signal(SIGKILL);  // the stopped one, too
   procs[1].wait();
 }

@@ -1,0 +1,136 @@
+#include "runtime/comm/failure_report.h"
+
+#include <cctype>
+#include <future>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace {
+
+std::string peers_key(int rank) { return str_cat("peers/", rank); }
+std::string failures_key(int rank) { return str_cat("failures/", rank); }
+
+std::string as_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// Line `line` of a peers/<rank> value: that rank's address on its pair with rank `line`.
+std::string address_line(const std::string& text, int line) {
+  std::istringstream in(text);
+  std::string address;
+  for (int i = 0; i <= line && std::getline(in, address); ++i) {
+    if (i == line) return address;
+  }
+  return "";
+}
+
+// Whether `message` names `address` exactly ("[h]:55" must not match "[h]:551").
+bool names_address(const std::string& message, const std::string& address) {
+  for (size_t at = message.find(address); at != std::string::npos; at = message.find(address, at + 1)) {
+    const size_t end = at + address.size();
+    if (end == message.size() || !std::isdigit(static_cast<unsigned char>(message[end]))) return true;
+  }
+  return false;
+}
+
+std::string join_ranks(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+std::string lookup(c10d::Store& store, int rank, int size, const std::string& gloo_message, const std::string& what,
+                   std::chrono::milliseconds window) {
+  store.set(failures_key(rank), std::vector<uint8_t>(what.begin(), what.end()));
+  // Each peer's address for its pair with this rank, as Gloo prints it in its messages.
+  std::vector<std::string> address(size);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank && store.check({peers_key(peer)})) {
+      address[peer] = address_line(as_string(store.get(peers_key(peer))), rank);
+    }
+  }
+  int named = -1;  // the peer whose address Gloo's message names
+  for (int peer = 0; peer < size && named < 0; ++peer) {
+    if (!address[peer].empty() && names_address(gloo_message, address[peer])) named = peer;
+  }
+  std::string lead;  // what is known before the roll call
+  if (named >= 0) {
+    lead = str_cat("peer rank ", named, " (", address[named], ")");
+    // A peer that failed first and exited closes its connections too: then it is not the cause.
+    if (!store.check({failures_key(named)})) return lead;
+    if (size == 2) return lead + " failed first";
+    lead += " closed the connection after failing itself; ";
+  } else if (size == 2) {
+    const int peer = 1 - rank;
+    return str_cat("peer rank ", peer, address[peer].empty() ? "" : " (" + address[peer] + ")");
+  }
+  // Roll call: the ranks that do not report a failure within the window are the suspects.
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  std::vector<int> silent;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) silent.push_back(peer);
+  }
+  std::string cut_short;  // why the roll call ended early, if it did
+  while (!silent.empty() && std::chrono::steady_clock::now() < deadline) {
+    std::vector<int> still;
+    try {
+      for (int peer : silent) {
+        if (!store.check({failures_key(peer)})) still.push_back(peer);
+      }
+    } catch (const std::exception& e) {
+      // The store's host may be a rank that has reported and exited: keep what was learned.
+      cut_short = e.what();
+      break;
+    }
+    silent.swap(still);
+    if (!silent.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (silent.empty()) return lead + "peer unknown: every other rank reported a failure too";
+  std::string where;
+  for (int peer : silent) {
+    if (address[peer].empty()) continue;
+    where += silent.size() == 1 ? str_cat("at ", address[peer])
+                                : str_cat(where.empty() ? "" : ", ", "rank ", peer, " at ", address[peer]);
+  }
+  return str_cat(lead, silent.size() == 1 ? "peer rank " : "peer ranks ", join_ranks(silent),
+                 where.empty() ? "" : " (" + where + ")", " did not report a failure ",
+                 cut_short.empty() ? "within " + format_duration_ms(window.count())
+                                   : "before the store stopped answering (" + cut_short + ")",
+                 ": died, stopped, or not calling this collective");
+}
+
+}  // namespace
+
+void publish_peer_addresses(c10d::Store& store, gloo::Context& context) {
+  std::string lines;
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer != context.rank) lines += context.getPair(peer)->address().str();
+    lines += "\n";
+  }
+  store.set(peers_key(context.rank), std::vector<uint8_t>(lines.begin(), lines.end()));
+}
+
+std::string name_failed_peer(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                             const std::string& gloo_message, const std::string& what,
+                             std::chrono::milliseconds window) {
+  // A detached helper, so that a store that does not answer (its host stopped) cannot hold the
+  // failing operation: the promise is abandoned after the window and the thread exits whenever
+  // the store lets it.
+  auto answer = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> result = answer->get_future();
+  std::thread([=] {
+    try {
+      answer->set_value(lookup(*store, rank, size, gloo_message, what, window));
+    } catch (const std::exception& e) {
+      answer->set_value(str_cat("peer unknown: the store failed (", e.what(), ")"));
+    }
+  }).detach();
+  if (result.wait_for(window + std::chrono::seconds(1)) != std::future_status::ready) {
+    return str_cat("peer unknown: the store did not answer within ", format_duration_ms(window.count() + 1000));
+  }
+  return result.get();
+}
+
+}  // namespace ringtorch
