@@ -3,7 +3,7 @@
 #   find_package(ringtorch) + target_link_libraries(app PRIVATE ringtorch::runtime)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ringtorch_rendezvous ringtorch_runtime ringtorch_datasets ringtorch_models
+install(TARGETS ringtorch_rendezvous ringtorch_runtime ringtorch_training ringtorch_datasets ringtorch_models
   EXPORT ringtorchTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

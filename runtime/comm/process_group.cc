@@ -257,6 +257,7 @@ void ProcessGroup::execute(Task& task) {
     failure = broken_;
   }
   if (!failure) {
+    task.work->mark_started();
     try {
       if (detail_) check_signatures_agree(task.call, task.work->description(), task.tag);
       task.run(task.tag);

@@ -42,10 +42,27 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   if (error_) std::rethrow_exception(error_);
 }
 
+void Work::mark_started() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  started_at_ = std::chrono::steady_clock::now();
+}
+
+std::chrono::steady_clock::time_point Work::started_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return started_at_;
+}
+
+std::chrono::steady_clock::time_point Work::completed_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_at_;
+}
+
 void Work::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
+    completed_at_ = std::chrono::steady_clock::now();
+    if (started_at_ == std::chrono::steady_clock::time_point()) started_at_ = completed_at_;
     error_ = error;
   }
   done_cv_.notify_all();

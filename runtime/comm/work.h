@@ -32,6 +32,11 @@ class Work {
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
   // "[rank 0/2] allreduce #3 (group default, 4 KiB float32)"
   const std::string& description() const { return description_; }
+  // When the operation began executing and when it completed (steady clock; default-constructed
+  // until then). For overlap measurements.
+  std::chrono::steady_clock::time_point started_at() const;
+  std::chrono::steady_clock::time_point completed_at() const;
+  void mark_started();
 
   // Worker side: marks the operation done, with its failure if any.
   void finish(std::exception_ptr error = nullptr);
@@ -46,6 +51,7 @@ class Work {
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;                                      // guarded by mutex_
+  std::chrono::steady_clock::time_point started_at_, completed_at_;  // guarded by mutex_
   std::exception_ptr error_;                               // guarded by mutex_
   std::function<void(std::chrono::milliseconds)> waiter_;  // guarded by mutex_; run by the first wait()
 };

@@ -12,34 +12,16 @@
 
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
+#include "support/thread_ranks.h"
 
 namespace ringtorch {
 namespace {
 
 using std::chrono::milliseconds;
 
-// Runs body(group) on `n` ranks (threads), each with its own ProcessGroup; rethrows failures.
 void on_ranks(int n, const std::function<void(ProcessGroup&)>& body, milliseconds timeout = milliseconds(30000),
               ProcessGroupOptions options = {}) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
-  std::vector<std::thread> threads;
-  std::vector<std::exception_ptr> errors(n);
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ProcessGroupOptions mine = options;
-        mine.timeout = timeout;
-        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", mine);
-        body(*group);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  testing::on_thread_ranks(n, body, timeout, std::move(options));
 }
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,

@@ -1,0 +1,339 @@
+#include "runtime/training/distributed_data_parallel.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "rendezvous/error.h"
+#include "runtime/comm/tensor_checks.h"
+#include "runtime/training/bucket_assignment.h"
+
+namespace ringtorch {
+
+using Clock = std::chrono::steady_clock;
+
+struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
+  struct Bucket {
+    at::Tensor flat;                  // the gradients of `members`, back to back
+    std::vector<size_t> members;      // parameter indices
+    std::vector<int64_t> offsets;     // element offset of each member in `flat`
+    size_t pending = 0;               // members whose gradient has not arrived this iteration
+    bool launched = false;
+    PendingReduction reduction;       // from the comm hook, once launched
+    Clock::time_point launched_at;
+  };
+
+  std::shared_ptr<ProcessGroup> group;
+  CommHook hook;
+  bool find_unused = false;
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  std::vector<at::Tensor> grad_views;            // params[i].grad() as a view of its bucket
+  std::vector<std::pair<size_t, size_t>> where;  // params[i] -> (bucket, position)
+  std::vector<Bucket> buckets;
+  std::vector<bool> ready;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // autograd holds them weakly
+
+  std::mutex mutex;  // hooks run on autograd's thread; stats are read from others
+  bool detached = false;
+  bool sync_next_backward = true;  // set at forward time, as PyTorch's require_backward_grad_sync
+  bool in_backward = false;
+  size_t next_to_launch = 0;
+  DdpIterationStats current, last;
+
+  void on_gradient(size_t index);
+  void launch_ready_buckets();
+  void finish_backward();
+  void reset_iteration();
+};
+
+namespace {
+
+std::string describe(const std::string& name, const at::Tensor& p) {
+  std::string shape;
+  for (int64_t d : p.sizes()) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  return str_cat(name, " [", shape, "] ", dtype_name(p));
+}
+
+// Every rank's parameter list, one line per parameter, through the group (a collective).
+std::vector<std::string> gather_descriptions(ProcessGroup& group, const std::string& mine) {
+  at::Tensor length = at::full({1}, static_cast<int64_t>(mine.size()), at::kLong);
+  at::Tensor lengths = at::empty({group.size()}, at::kLong);
+  group.allgather(length, lengths);
+  std::vector<int64_t> counts(lengths.data_ptr<int64_t>(), lengths.data_ptr<int64_t>() + group.size());
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  at::Tensor bytes = at::empty({total}, at::kByte);
+  at::Tensor my_bytes = at::empty({static_cast<int64_t>(mine.size())}, at::kByte);
+  std::copy(mine.begin(), mine.end(), my_bytes.data_ptr<uint8_t>());
+  group.allgatherv(my_bytes, bytes, counts);
+  std::vector<std::string> all;
+  const char* at = reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>());
+  for (int64_t c : counts) {
+    all.emplace_back(at, static_cast<size_t>(c));
+    at += c;
+  }
+  return all;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t end; (end = text.find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(text.substr(start, end - start));
+  }
+  return lines;
+}
+
+void check_same_parameters(ProcessGroup& group, const std::vector<std::string>& names,
+                           const std::vector<at::Tensor>& params) {
+  std::string mine;
+  for (size_t i = 0; i < params.size(); ++i) mine += describe(names[i], params[i]) + "\n";
+  const auto all = gather_descriptions(group, mine);
+  const auto reference = lines_of(all[0]);
+  for (int r = 1; r < group.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    const auto theirs = lines_of(all[r]);
+    size_t i = 0;
+    while (i < reference.size() && i < theirs.size() && reference[i] == theirs[i]) ++i;
+    const std::string left = i < reference.size() ? "'" + reference[i] + "'" : "nothing (it has fewer parameters)";
+    const std::string right = i < theirs.size() ? "'" + theirs[i] + "'" : "nothing (it has fewer parameters)";
+    throw MismatchError(str_cat("[rank ", group.rank(), "/", group.size(),
+                                "] DistributedDataParallel: the model differs across ranks at parameter ", i,
+                                ": rank 0 has ", left, ", rank ", r, " has ", right,
+                                "; every rank must build the same model (same layers, shapes and dtypes)"));
+  }
+}
+
+}  // namespace
+
+double DdpIterationStats::hidden_fraction() const {
+  double total = 0, hidden = 0;
+  for (const auto& b : buckets) {
+    const double span = std::chrono::duration<double>(b.completed - b.started).count();
+    total += span;
+    if (b.started < last_gradient) {
+      hidden += std::chrono::duration<double>(std::min(b.completed, last_gradient) - b.started).count();
+    }
+  }
+  return total > 0 ? hidden / total : 0.0;
+}
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
+                                                 torch::nn::AnyModule forward, std::shared_ptr<ProcessGroup> group,
+                                                 DdpOptions options)
+    : module_(std::move(module)),
+      module_forward_(std::move(forward)),
+      group_(std::move(group)),
+      options_(std::move(options)),
+      state_(std::make_shared<State>()) {
+  if (!group_) throw InvalidArgumentError("DistributedDataParallel: no process group");
+  State& s = *state_;
+  s.group = group_;
+  s.hook = options_.comm_hook ? options_.comm_hook : allreduce_hook();
+  s.find_unused = options_.find_unused_parameters;
+  for (const auto& item : module_->named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    s.names.push_back(item.key());
+    s.params.push_back(item.value());
+  }
+  check_same_parameters(*group_, s.names, s.params);
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : s.params) group_->broadcast(p, 0);
+    for (auto& b : module_->buffers()) group_->broadcast(b, 0);
+  }
+  // Buckets, then every .grad as a view of its bucket (so reduction needs no copies).
+  std::vector<BucketCandidate> candidates;
+  for (auto& p : s.params) {
+    candidates.push_back({static_cast<size_t>(p.nbytes()), str_cat(dtype_name(p), " on ", p.device().str())});
+  }
+  const auto mib = [](double v) { return static_cast<size_t>(v * 1024 * 1024); };
+  s.where.resize(s.params.size());
+  s.grad_views.resize(s.params.size());
+  for (auto& members : assign_buckets(candidates, mib(options_.first_bucket_mb), mib(options_.bucket_cap_mb))) {
+    State::Bucket bucket;
+    int64_t total = 0;
+    for (size_t i : members) {
+      bucket.offsets.push_back(total);
+      total += s.params[i].numel();
+    }
+    const at::Tensor& first = s.params[members.front()];
+    bucket.flat = at::zeros({total}, first.options().requires_grad(false));
+    for (size_t k = 0; k < members.size(); ++k) {
+      const size_t i = members[k];
+      at::Tensor& p = s.params[i];
+      // from_blob, not narrow().view(): optimizers' zero_grad() detaches .grad in place, which
+      // autograd refuses for views; this shares the memory without being an autograd view.
+      at::Tensor flat = bucket.flat;
+      at::Tensor view = at::from_blob(static_cast<char*>(flat.data_ptr()) + bucket.offsets[k] * flat.element_size(),
+                                      p.sizes(), [flat](void*) {}, flat.options());
+      if (p.grad().defined()) view.copy_(p.grad());
+      s.grad_views[i] = view;
+      p.mutable_grad() = view;
+      s.where[i] = {s.buckets.size(), k};
+    }
+    bucket.members = std::move(members);
+    s.buckets.push_back(std::move(bucket));
+  }
+  s.ready.assign(s.params.size(), false);
+  s.reset_iteration();
+  // Gradient-ready hooks on each parameter's AccumulateGrad node: they fire after .grad is written.
+  std::weak_ptr<State> weak = state_;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(s.params[i]);
+    accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [weak, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          if (auto state = weak.lock()) state->on_gradient(i);
+          return outputs;
+        }));
+    s.accumulators.push_back(std::move(accumulator));
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->detached = true;
+}
+
+void DistributedDataParallel::before_forward() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->sync_next_backward = no_sync_depth_ == 0;
+  }
+  if (options_.broadcast_buffers && group_->size() > 1) {
+    torch::NoGradGuard no_grad;
+    for (auto& b : module_->buffers()) group_->broadcast(b, 0);
+  }
+}
+
+DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ++ddp_.no_sync_depth_; }
+DistributedDataParallel::NoSync::~NoSync() { --ddp_.no_sync_depth_; }
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_parameter_names() const {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& b : state_->buckets) {
+    names.emplace_back();
+    for (size_t i : b.members) names.back().push_back(state_->names[i]);
+  }
+  return names;
+}
+
+DdpIterationStats DistributedDataParallel::last_iteration_stats() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->last;
+}
+
+void DistributedDataParallel::State::reset_iteration() {
+  std::fill(ready.begin(), ready.end(), false);
+  for (auto& b : buckets) {
+    b.pending = b.members.size();
+    b.launched = false;
+    b.reduction = PendingReduction();
+  }
+  next_to_launch = 0;
+  in_backward = false;
+  current = DdpIterationStats();
+}
+
+void DistributedDataParallel::State::on_gradient(size_t index) {
+  std::lock_guard<std::mutex> lock(mutex);
+  if (detached || !sync_next_backward || group->size() == 1) return;
+  if (!in_backward) {
+    in_backward = true;
+    current.first_gradient = Clock::now();
+    // Runs once autograd has finished this backward pass, on its thread.
+    std::weak_ptr<State> weak = weak_from_this();
+    torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+      if (auto state = weak.lock()) state->finish_backward();
+    });
+  }
+  current.last_gradient = Clock::now();
+  // A gradient that is no longer the bucket's view (set to None and recreated): copy it in and
+  // point .grad at the view again.
+  at::Tensor& param = params[index];
+  if (!param.grad().defined() || param.grad().data_ptr() != grad_views[index].data_ptr()) {
+    if (param.grad().defined()) grad_views[index].copy_(param.grad());
+    param.mutable_grad() = grad_views[index];
+  }
+  if (ready[index]) return;
+  ready[index] = true;
+  --buckets[where[index].first].pending;
+  launch_ready_buckets();
+}
+
+void DistributedDataParallel::State::launch_ready_buckets() {
+  while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
+    Bucket& bucket = buckets[next_to_launch++];
+    bucket.launched_at = Clock::now();
+    bucket.reduction = hook(*group, bucket.flat);
+    bucket.launched = true;
+  }
+}
+
+void DistributedDataParallel::State::finish_backward() {
+  std::unique_lock<std::mutex> lock(mutex);
+  if (!in_backward || detached) return;
+  std::vector<size_t> unused;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!ready[i]) unused.push_back(i);
+  }
+  if (!unused.empty() && !find_unused) {
+    std::string list;
+    for (size_t k = 0; k < unused.size() && k < 5; ++k) list += (k ? ", " : "") + names[unused[k]];
+    if (unused.size() > 5) list += str_cat(" and ", unused.size() - 5, " more");
+    // What was launched still completes on the peers; wait for it so nothing is left in flight.
+    std::vector<PendingReduction> launched;
+    for (auto& b : buckets) {
+      if (b.launched) launched.push_back(b.reduction);
+    }
+    reset_iteration();
+    lock.unlock();
+    for (auto& r : launched) {
+      try {
+        r.work->wait();
+      } catch (...) {
+      }
+    }
+    throw InvalidArgumentError(str_cat(
+        "[rank ", group->rank(), "/", group->size(), "] DistributedDataParallel: ", unused.size(),
+        " parameter(s) got no gradient in this backward: ", list,
+        "; their buckets were not reduced (the other ranks wait for them). If the model does not use every parameter "
+        "in every iteration, set DdpOptions::find_unused_parameters = true"));
+  }
+  // With find_unused_parameters: an unused parameter contributes its current .grad (the view).
+  for (size_t i : unused) {
+    ready[i] = true;
+    --buckets[where[i].first].pending;
+  }
+  launch_ready_buckets();
+  std::vector<PendingReduction> reductions;
+  std::vector<Clock::time_point> launched_at;
+  for (auto& b : buckets) {
+    reductions.push_back(b.reduction);
+    launched_at.push_back(b.launched_at);
+  }
+  DdpIterationStats stats = current;
+  reset_iteration();
+  lock.unlock();
+  std::exception_ptr failure;
+  for (size_t k = 0; k < reductions.size(); ++k) {
+    try {
+      reductions[k].work->wait();
+      if (reductions[k].then) reductions[k].then();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+    stats.buckets.push_back({launched_at[k], reductions[k].work->started_at(), reductions[k].work->completed_at()});
+  }
+  stats.finished = Clock::now();
+  lock.lock();
+  last = stats;
+  lock.unlock();
+  if (failure) std::rethrow_exception(failure);
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,120 @@
+// DistributedDataParallel: torch.nn.parallel.DistributedDataParallel for LibTorch modules.
+//
+//   auto group = ringtorch::ProcessGroup::create(ringtorch::rendezvous());
+//   auto model = std::make_shared<Net>();                // already on its device
+//   ringtorch::DistributedDataParallel ddp(model, group);  // checks and broadcasts rank 0's weights
+//   torch::optim::SGD sgd(model->parameters(), 0.1);
+//   auto loss = loss_fn(ddp.forward(x), y);
+//   loss.backward();                                      // gradients arrive averaged over ranks
+//   sgd.step();
+//
+// Construction (a collective: every rank constructs it, in the same order as its other
+// collectives) checks that every rank has the same parameter names, shapes and dtypes and
+// throws MismatchError naming the first difference and the ranks on each side; then rank 0's
+// parameters and buffers are broadcast.
+//
+// Gradients travel in buckets (bucket_assignment.h): each parameter's .grad is a view into its
+// bucket, and a bucket is all-reduced asynchronously as soon as backward has produced all its
+// gradients, in bucket order on every rank, so communication overlaps the rest of backward. The
+// end of backward waits for every bucket. A parameter that got no gradient makes backward throw
+// naming it (PyTorch hangs or errors later); with find_unused_parameters its current .grad
+// (zeros after zero_grad) is used instead.
+//
+// Thread-safety: one training thread (the one running forward and backward). The module must
+// outlive the wrapper; the wrapper detaches its hooks when destroyed.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/pimpl.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/process_group.h"
+#include "runtime/training/comm_hooks.h"
+
+namespace ringtorch {
+
+struct DdpOptions {
+  double bucket_cap_mb = 25;     // later buckets close at this size (MiB)
+  double first_bucket_mb = 1;    // the first bucket of each dtype/device, small to start early
+  bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm statistics) before every forward
+  bool find_unused_parameters = false;
+  CommHook comm_hook;  // empty: allreduce_hook(); see comm_hooks.h for fp16/bf16 compression
+};
+
+// Timing of the last synchronised backward, for overlap measurements (steady clock).
+struct DdpIterationStats {
+  std::chrono::steady_clock::time_point first_gradient;  // the first hook fired
+  std::chrono::steady_clock::time_point last_gradient;   // the last hook fired: backward's compute done
+  std::chrono::steady_clock::time_point finished;        // every bucket reduced
+  struct Bucket {
+    std::chrono::steady_clock::time_point launched, started, completed;
+  };
+  std::vector<Bucket> buckets;  // in launch order
+  // Share of the buckets' communication time (started..completed) before last_gradient.
+  double hidden_fraction() const;
+};
+
+class DistributedDataParallel {
+ public:
+  template <typename ModuleType>
+  DistributedDataParallel(std::shared_ptr<ModuleType> module, std::shared_ptr<ProcessGroup> group,
+                          DdpOptions options = {})
+      : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module), torch::nn::AnyModule(module),
+                                std::move(group), std::move(options)) {}
+  template <typename Impl>
+  DistributedDataParallel(torch::nn::ModuleHolder<Impl> module, std::shared_ptr<ProcessGroup> group,
+                          DdpOptions options = {})
+      : DistributedDataParallel(module.ptr(), std::move(group), std::move(options)) {}
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // Runs the module's forward (buffers broadcast first, when enabled).
+  template <typename... Args>
+  torch::Tensor forward(Args&&... args) {
+    before_forward();
+    return module_forward_.forward(std::forward<Args>(args)...);
+  }
+
+  torch::nn::Module& module() { return *module_; }
+  ProcessGroup& group() { return *group_; }
+
+  // While a NoSync lives, backward accumulates gradients locally (no communication); the
+  // first backward after it reduces the accumulated sum, as torch's `with ddp.no_sync():`.
+  class NoSync {
+   public:
+    explicit NoSync(DistributedDataParallel& ddp);
+    ~NoSync();
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+
+   private:
+    DistributedDataParallel& ddp_;
+  };
+  NoSync no_sync() { return NoSync(*this); }
+
+  // Parameter names per bucket, in launch order.
+  std::vector<std::vector<std::string>> bucket_parameter_names() const;
+  DdpIterationStats last_iteration_stats() const;
+
+  struct State;  // shared with the autograd hooks (distributed_data_parallel.cc)
+
+ private:
+  DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, torch::nn::AnyModule forward,
+                          std::shared_ptr<ProcessGroup> group, DdpOptions options);
+  void before_forward();
+
+  std::shared_ptr<torch::nn::Module> module_;
+  torch::nn::AnyModule module_forward_;
+  std::shared_ptr<ProcessGroup> group_;
+  DdpOptions options_;
+  std::shared_ptr<State> state_;
+  int no_sync_depth_ = 0;
+};
+
+}  // namespace ringtorch

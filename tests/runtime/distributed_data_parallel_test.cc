@@ -1,0 +1,252 @@
+// DistributedDataParallel at world size 2 (ranks as threads, real Gloo over loopback TCP):
+// equivalence with single-process training, overlap, no_sync, unused parameters, models that
+// differ across ranks, compression hooks, buffer broadcast; and the bucket plan.
+#include "runtime/training/distributed_data_parallel.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "rendezvous/error.h"
+#include "runtime/training/bucket_assignment.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  explicit NetImpl(int64_t hidden = 16, bool with_spare = false) {
+    fc1 = register_module("fc1", torch::nn::Linear(8, hidden));
+    fc2 = register_module("fc2", torch::nn::Linear(hidden, 4));
+    if (with_spare) spare = register_module("spare", torch::nn::Linear(4, 4));
+    register_buffer("steps", torch::zeros({1}));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, spare{nullptr};
+};
+TORCH_MODULE(Net);
+
+// Six 512 x 512 layers (1 MiB of weights each).
+struct DeepImpl : torch::nn::Module {
+  DeepImpl() {
+    for (int i = 0; i < 6; ++i) layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(512, 512)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& l : layers) x = torch::relu(l(x));
+    return x;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+TORCH_MODULE(Deep);
+
+void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  auto source = from.named_parameters();
+  for (auto& item : to.named_parameters()) item.value().copy_(source[item.key()]);
+}
+
+at::Tensor flat_parameters(torch::nn::Module& m) {
+  std::vector<at::Tensor> parts;
+  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
+  return torch::cat(parts);
+}
+
+// Bitwise: every rank holds exactly rank 0's parameters.
+void expect_identical_across_ranks(ProcessGroup& group, torch::nn::Module& m, int step) {
+  at::Tensor mine = flat_parameters(m).contiguous();
+  at::Tensor all = at::empty({mine.numel() * group.size()});
+  group.allgather(mine, all);
+  for (int r = 0; r < group.size(); ++r) {
+    ASSERT_TRUE(at::equal(all.narrow(0, r * mine.numel(), mine.numel()), mine))
+        << "rank " << r << " differs from rank " << group.rank() << " after step " << step;
+  }
+}
+
+struct Batch {
+  at::Tensor x, y;
+};
+std::vector<Batch> make_batches(int steps, int64_t batch) {
+  auto generator = at::detail::createCPUGenerator(7);
+  std::vector<Batch> batches;
+  for (int s = 0; s < steps; ++s) batches.push_back({at::randn({batch, 8}, generator), at::randn({batch, 4}, generator)});
+  return batches;
+}
+
+DdpOptions small_buckets() {
+  DdpOptions o;
+  o.first_bucket_mb = 16.0 / (1 << 20);  // 16 and 64 bytes: 4 buckets even for this small net
+  o.bucket_cap_mb = 64.0 / (1 << 20);
+  return o;
+}
+
+TEST(DistributedDataParallel, TwoRanksOnHalfBatchesEqualOneProcessOnTheFullBatch) {
+  constexpr int kSteps = 5;
+  const auto batches = make_batches(kSteps, 8);
+  Net reference;
+  Net initial;
+  copy_parameters(*initial, *reference);
+  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (const auto& b : batches) {
+    reference_sgd.zero_grad();
+    torch::mse_loss(reference->forward(b.x), b.y).backward();
+    reference_sgd.step();
+  }
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net model;  // rank 1 starts from other weights: DDP broadcasts rank 0's
+    if (group.rank() == 0) copy_parameters(*initial, *model);
+    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}), small_buckets());
+    EXPECT_GE(ddp.bucket_parameter_names().size(), 3u);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    for (int s = 0; s < kSteps; ++s) {
+      const auto& b = batches[s];
+      sgd.zero_grad();
+      auto x = b.x.narrow(0, group.rank() * 4, 4), y = b.y.narrow(0, group.rank() * 4, 4);
+      torch::mse_loss(ddp.forward(x), y).backward();
+      sgd.step();
+      expect_identical_across_ranks(group, *model, s);
+    }
+    EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), 1e-5, 1e-5))
+        << "max difference " << (flat_parameters(*model) - flat_parameters(*reference)).abs().max().item<float>();
+  });
+}
+
+TEST(DistributedDataParallel, FirstBucketIsReducedWhileBackwardStillRuns) {
+  // 6 layers of 512 x 512 floats (1 MiB each): the first bucket (the last layer) is launched
+  // long before the first layer's gradient exists.
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Deep model;
+    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+    for (int it = 0; it < 3; ++it) {
+      ddp.forward(torch::randn({64, 512})).sum().backward();
+    }
+    const auto stats = ddp.last_iteration_stats();
+    ASSERT_GE(stats.buckets.size(), 2u);
+    EXPECT_LT(stats.buckets[0].launched, stats.last_gradient) << "the first bucket waited for all of backward";
+    EXPECT_LE(stats.last_gradient, stats.finished);
+    EXPECT_GE(stats.hidden_fraction(), 0.0);
+  });
+}
+
+TEST(DistributedDataParallel, NoSyncAccumulationEqualsTheLargeBatch) {
+  constexpr int kMicro = 3;
+  const auto batches = make_batches(kMicro, 8);
+  Net initial;
+  Net reference;
+  copy_parameters(*initial, *reference);
+  for (const auto& b : batches) torch::mse_loss(reference->forward(b.x), b.y).backward();
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net model;
+    copy_parameters(*initial, *model);
+    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}), small_buckets());
+    auto step = [&](const Batch& b) {
+      auto x = b.x.narrow(0, group.rank() * 4, 4), y = b.y.narrow(0, group.rank() * 4, 4);
+      torch::mse_loss(ddp.forward(x), y).backward();
+    };
+    {
+      auto guard = ddp.no_sync();
+      for (int m = 0; m < kMicro - 1; ++m) step(batches[m]);
+    }
+    step(batches[kMicro - 1]);
+    auto params = model->parameters();
+    auto expected = reference->parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::allclose(params[i].grad(), expected[i].grad(), 1e-5, 1e-6)) << "parameter " << i;
+    }
+  });
+}
+
+TEST(DistributedDataParallel, AnUnusedParameterIsNamedOrHandled) {
+  for (bool find_unused : {false, true}) {
+    testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+      Net model(16, /*with_spare=*/true);
+      DdpOptions options;
+      options.find_unused_parameters = find_unused;
+      DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}), options);
+      auto loss = ddp.forward(torch::randn({4, 8})).sum();
+      if (!find_unused) {
+        try {
+          loss.backward();
+          ADD_FAILURE() << "backward accepted a parameter without gradient";
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("got no gradient in this backward: spare.weight, spare.bias"),
+                    std::string::npos)
+              << e.what();
+          EXPECT_NE(std::string(e.what()).find("find_unused_parameters"), std::string::npos) << e.what();
+        }
+        return;
+      }
+      loss.backward();
+      EXPECT_TRUE(at::equal(model->spare->weight.grad(), at::zeros_like(model->spare->weight)));
+      // And the next iteration works as usual.
+      ddp.forward(torch::randn({4, 8})).sum().backward();
+      expect_identical_across_ranks(group, *model, 0);
+    });
+  }
+}
+
+TEST(DistributedDataParallel, ModelsThatDifferAcrossRanksAreRefusedOnEveryRank) {
+  std::vector<std::string> messages(2);
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net model(group.rank() == 0 ? 16 : 12);
+    try {
+      DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+      ADD_FAILURE() << "accepted different models";
+    } catch (const MismatchError& e) {
+      messages[group.rank()] = e.what();
+    }
+  });
+  for (const auto& m : messages) {
+    EXPECT_NE(m.find("the model differs across ranks at parameter 0: rank 0 has 'fc1.weight [16, 8] float32', "
+                     "rank 1 has 'fc1.weight [12, 8] float32'"),
+              std::string::npos)
+        << m;
+  }
+}
+
+TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
+  const auto batches = make_batches(1, 8);
+  for (auto hook : {fp16_compress_hook(), bf16_compress_hook()}) {
+    testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+      Net exact_model, compressed_model;
+      copy_parameters(*exact_model, *compressed_model);
+      DistributedDataParallel exact(exact_model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+      DdpOptions options;
+      options.comm_hook = hook;
+      DistributedDataParallel compressed(compressed_model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}),
+                                         options);
+      auto x = batches[0].x.narrow(0, group.rank() * 4, 4), y = batches[0].y.narrow(0, group.rank() * 4, 4);
+      torch::mse_loss(exact.forward(x), y).backward();
+      torch::mse_loss(compressed.forward(x), y).backward();
+      auto a = exact_model->parameters(), b = compressed_model->parameters();
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_TRUE(at::allclose(a[i].grad(), b[i].grad(), 1e-2, 1e-2)) << "parameter " << i;
+      }
+    });
+  }
+}
+
+TEST(DistributedDataParallel, BuffersFollowRankZeroBeforeEveryForward) {
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net model;
+    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+    {
+      torch::NoGradGuard no_grad;
+      model->named_buffers()["steps"].fill_(10 + group.rank());
+    }
+    ddp.forward(torch::randn({2, 8}));
+    EXPECT_EQ(model->named_buffers()["steps"].item<float>(), 10.0f);
+  });
+}
+
+TEST(BucketAssignment, ReverseOrderFirstBucketSmallGroupedByDtype) {
+  // Five float32 tensors of 400 B and one float64 tensor; first cap 500 B, then 1000 B.
+  std::vector<BucketCandidate> c = {{400, "float32"}, {400, "float32"}, {400, "float64"},
+                                    {400, "float32"}, {400, "float32"}, {400, "float32"}};
+  auto buckets = assign_buckets(c, 500, 1000);
+  ASSERT_EQ(buckets.size(), 3u);
+  EXPECT_EQ(buckets[0], (std::vector<size_t>{5, 4}));     // 800 B >= 500: the small first bucket
+  EXPECT_EQ(buckets[1], (std::vector<size_t>{3, 1, 0}));  // 1200 B >= 1000
+  EXPECT_EQ(buckets[2], (std::vector<size_t>{2}));        // the float64 one, never full, last
+}
+
+}  // namespace
+}  // namespace ringtorch

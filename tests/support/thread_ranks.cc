@@ -1,0 +1,35 @@
+#include "support/thread_ranks.h"
+
+#include <exception>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <vector>
+
+#include "rendezvous/deadline_store.h"
+
+namespace ringtorch::testing {
+
+void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body, std::chrono::milliseconds timeout,
+                     ProcessGroupOptions options) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(n);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroupOptions mine = options;
+        mine.timeout = timeout;
+        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", mine);
+        body(*group);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+}  // namespace ringtorch::testing

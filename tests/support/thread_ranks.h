@@ -1,0 +1,18 @@
+// N ranks as threads of this process, each with its own ProcessGroup over one shared in-memory
+// store: fast multi-rank tests of everything above the store (real Gloo over loopback TCP).
+#pragma once
+
+#include <chrono>
+#include <functional>
+
+#include "runtime/comm/process_group.h"
+
+namespace ringtorch::testing {
+
+// Runs body(group) on `n` threads; rethrows the first rank's failure (by rank order) after all
+// have finished.
+void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body,
+                     std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
+                     ProcessGroupOptions options = {});
+
+}  // namespace ringtorch::testing
