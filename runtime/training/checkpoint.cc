@@ -1,0 +1,292 @@
+#include "runtime/training/checkpoint.h"
+
+#include <ATen/core/Dict.h>
+#include <fcntl.h>
+#include <torch/serialize.h>
+#include <torch/torch.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr char kFormat[] = "ringtorch-checkpoint-1";
+constexpr char kPrefix[] = "checkpoint-";
+constexpr char kSuffix[] = ".pt";
+constexpr char kSidecar[] = ".crc32";
+
+std::string file_name(int64_t step) {
+  char name[64];
+  std::snprintf(name, sizeof(name), "%s%010lld%s", kPrefix, static_cast<long long>(step), kSuffix);
+  return name;
+}
+
+uint32_t crc_of(const std::vector<char>& bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  size_t done = 0;
+  while (done < bytes.size()) {  // crc32 takes a uInt length
+    const size_t n = std::min<size_t>(bytes.size() - done, 1u << 30);
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + done), static_cast<uInt>(n));
+    done += n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+void write_fully(int fd, const char* data, size_t size, const std::string& path) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(str_cat("checkpoint: writing ", path, ": ", std::strerror(errno)));
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// temp file, fsync, rename, fsync the directory: `path` is either the whole content or absent.
+void write_atomically(const std::string& path, const std::vector<char>& bytes) {
+  const std::string temporary = str_cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(),
+                                        ".tmp.", ::getpid());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(str_cat("checkpoint: cannot create ", temporary, ": ", std::strerror(errno)));
+  try {
+    write_fully(fd, bytes.data(), bytes.size(), temporary);
+    if (::fsync(fd) != 0) throw IoError(str_cat("checkpoint: fsync ", temporary, ": ", std::strerror(errno)));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    ::unlink(temporary.c_str());
+    throw IoError(str_cat("checkpoint: rename to ", path, ": ", std::strerror(errno)));
+  }
+  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+std::vector<char> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(str_cat("checkpoint: cannot read ", path));
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+at::Tensor bytes_tensor(const std::string& bytes) {
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(t.data_ptr<uint8_t>()));
+  return t;
+}
+
+std::vector<char> serialize(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                            const TrainingProgress& progress) {
+  c10::impl::GenericDict state(c10::StringType::get(), c10::TensorType::get());
+  for (const auto& item : model.named_parameters()) state.insert(item.key(), item.value().detach().cpu());
+  for (const auto& item : model.named_buffers()) state.insert(item.key(), item.value().detach().cpu());
+  c10::impl::GenericDict metadata(c10::StringType::get(), c10::StringType::get());
+  for (const auto& [k, v] : progress.metadata) metadata.insert(k, v);
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("format", std::string(kFormat));
+  dict.insert("model", state);
+  if (optimizer) {
+    torch::serialize::OutputArchive archive;
+    optimizer->save(archive);
+    std::string bytes;
+    archive.save_to([&bytes](const void* data, size_t size) {
+      bytes.append(static_cast<const char*>(data), size);
+      return size;
+    });
+    dict.insert("optimizer", bytes_tensor(bytes));
+  }
+  dict.insert("epoch", progress.epoch);
+  dict.insert("step", progress.step);
+  dict.insert("samples_in_epoch", progress.samples_in_epoch);
+  {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    dict.insert("rng_state", generator.get_state());
+  }
+  dict.insert("metadata", metadata);
+  return torch::pickle_save(dict);
+}
+
+int64_t int_entry(const c10::impl::GenericDict& dict, const char* key, const std::string& path) {
+  if (!dict.contains(key) || !dict.at(key).isInt()) {
+    throw InvalidArgumentError(str_cat("checkpoint ", path, ": no integer entry '", key, "'"));
+  }
+  return dict.at(key).toInt();
+}
+
+TrainingProgress restore(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
+                         torch::optim::Optimizer* optimizer) {
+  c10::IValue value = torch::pickle_load(bytes);
+  if (!value.isGenericDict()) throw InvalidArgumentError(str_cat("checkpoint ", path, ": not a dict"));
+  auto dict = value.toGenericDict();
+  if (!dict.contains("model") || !dict.at("model").isGenericDict()) {
+    throw InvalidArgumentError(str_cat("checkpoint ", path, ": no 'model' dict"));
+  }
+  auto state = dict.at("model").toGenericDict();
+  // Strict, as load_state_dict(strict=True): same names, same shapes.
+  std::vector<std::pair<std::string, at::Tensor>> targets;
+  for (const auto& item : model.named_parameters()) targets.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_buffers()) targets.emplace_back(item.key(), item.value());
+  std::string problems;
+  for (const auto& [name, target] : targets) {
+    if (!state.contains(name)) {
+      problems += str_cat("; missing '", name, "'");
+    } else if (state.at(name).toTensor().sizes() != target.sizes()) {
+      problems += str_cat("; '", name, "' has shape ", state.at(name).toTensor().sizes(), ", the model ",
+                          target.sizes());
+    }
+  }
+  if (static_cast<size_t>(state.size()) != targets.size() && problems.empty()) {
+    for (const auto& entry : state) {
+      const std::string name = entry.key().toStringRef();
+      if (std::none_of(targets.begin(), targets.end(), [&](const auto& t) { return t.first == name; })) {
+        problems += str_cat("; unexpected '", name, "'");
+      }
+    }
+  }
+  if (!problems.empty()) {
+    throw InvalidArgumentError(
+        str_cat("checkpoint ", path, " does not fit the model", problems, " (was it saved from another model?)"));
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& [name, target] : targets) target.copy_(state.at(name).toTensor());
+  }
+  if (optimizer && dict.contains("optimizer")) {
+    at::Tensor bytes_tensor = dict.at("optimizer").toTensor().contiguous();
+    torch::serialize::InputArchive archive;
+    archive.load_from(reinterpret_cast<const char*>(bytes_tensor.data_ptr<uint8_t>()),
+                      static_cast<size_t>(bytes_tensor.numel()));
+    optimizer->load(archive);
+  }
+  if (dict.contains("rng_state")) {
+    auto generator = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(dict.at("rng_state").toTensor());
+  }
+  TrainingProgress progress;
+  progress.epoch = int_entry(dict, "epoch", path);
+  progress.step = int_entry(dict, "step", path);
+  progress.samples_in_epoch = dict.contains("samples_in_epoch") ? dict.at("samples_in_epoch").toInt() : 0;
+  if (dict.contains("metadata") && dict.at("metadata").isGenericDict()) {
+    for (const auto& entry : dict.at("metadata").toGenericDict()) {
+      if (entry.value().isString()) progress.metadata[entry.key().toStringRef()] = entry.value().toStringRef();
+    }
+  }
+  return progress;
+}
+
+// Why `path` cannot be trusted, or "" when its sidecar matches.
+std::string verify(const std::string& path, const std::vector<char>& bytes) {
+  std::ifstream sidecar(path + kSidecar);
+  if (!sidecar) return "its checksum file " + path + kSidecar + " is missing (the write did not finish)";
+  std::string crc_hex;
+  size_t size = 0;
+  sidecar >> crc_hex >> size;
+  if (size != bytes.size()) return str_cat("it has ", bytes.size(), " bytes, its checksum file says ", size);
+  std::ostringstream actual;
+  actual << std::hex << crc_of(bytes);
+  if (actual.str() != crc_hex) return str_cat("crc32 ", actual.str(), " does not match the recorded ", crc_hex);
+  return "";
+}
+
+}  // namespace
+
+Checkpointer::Checkpointer(std::string directory, int keep_last)
+    : directory_(std::move(directory)), keep_last_(std::max(1, keep_last)) {}
+
+std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                               const TrainingProgress& progress, ProcessGroup* group) {
+  const std::string path = (fs::path(directory_) / file_name(progress.step)).string();
+  std::exception_ptr failure;
+  if (!group || group->rank() == 0) {
+    try {
+      fs::create_directories(directory_);
+      const std::vector<char> bytes = serialize(model, optimizer, progress);
+      write_atomically(path, bytes);
+      std::ostringstream sidecar;
+      sidecar << std::hex << crc_of(bytes) << std::dec << " " << bytes.size() << "\n";
+      const std::string text = sidecar.str();
+      write_atomically(path + kSidecar, std::vector<char>(text.begin(), text.end()));
+      auto complete = list();
+      for (size_t i = 0; i + keep_last_ < complete.size(); ++i) {
+        fs::remove(complete[i] + kSidecar);
+        fs::remove(complete[i]);
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  // The others wait for rank 0 even when it failed (then it throws after the barrier).
+  if (group) group->barrier();
+  if (failure) std::rethrow_exception(failure);
+  return path;
+}
+
+std::vector<std::string> Checkpointer::list() const {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && name.size() > sizeof(kSuffix) &&
+        name.compare(name.size() - (sizeof(kSuffix) - 1), sizeof(kSuffix) - 1, kSuffix) == 0 &&
+        fs::exists(entry.path().string() + kSidecar)) {
+      found.push_back(entry.path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());  // zero-padded steps: name order is step order
+  return found;
+}
+
+std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& model,
+                                                          torch::optim::Optimizer* optimizer) {
+  std::vector<std::string> candidates;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == kSuffix) {
+      candidates.push_back(entry.path().string());
+    }
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (const auto& path : candidates) {
+    std::string why;
+    try {
+      const std::vector<char> bytes = read_file(path);
+      why = verify(path, bytes);
+      if (why.empty()) return restore(bytes, path, model, optimizer);
+    } catch (const InvalidArgumentError&) {
+      throw;  // a whole checkpoint of another model: falling back would hide it
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    std::fprintf(stderr, "ringtorch: warning: skipping checkpoint %s: %s; trying the previous one\n", path.c_str(),
+                 why.c_str());
+  }
+  return std::nullopt;
+}
+
+TrainingProgress load_checkpoint_file(const std::string& path, torch::nn::Module& model,
+                                      torch::optim::Optimizer* optimizer) {
+  return restore(read_file(path), path, model, optimizer);
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,73 @@
+// Checkpoints: rank 0 writes, every rank resumes.
+//
+//   ringtorch::Checkpointer checkpoints("runs/lenet", /*keep_last=*/3);
+//   if (auto resumed = checkpoints.load_latest(*model, &sgd)) start = *resumed;   // every rank
+//   ...
+//   checkpoints.save(*model, &sgd, progress, {{"model", "lenet"}}, group.get());  // every rank calls
+//
+// File format: `checkpoint-<step, 10 digits>.pt`, a plain dict saved with torch::pickle_save
+// (zip), so Python's torch.load reads it and `model.load_state_dict(ckpt["model"])` accepts it:
+//   "format"           "ringtorch-checkpoint-1"
+//   "model"            {name: tensor} for every parameter and buffer
+//   "optimizer"        uint8 tensor: LibTorch's optimizer archive (absent without optimizer)
+//   "epoch", "step", "samples_in_epoch"   ints (the sampler's position within the epoch)
+//   "rng_state"        uint8 tensor: the CPU generator's state
+//   "metadata"         {str: str}
+// Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
+// Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
+// absent; one whose sidecar is missing or does not match is skipped on load with a warning
+// naming the file, and the previous one is used.
+//
+// Thread-safety: none; one training thread. Ranks must share the directory to resume (rank 0
+// writes it); DistributedDataParallel's broadcast then covers ranks that cannot see it.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/process_group.h"
+
+namespace ringtorch {
+
+struct TrainingProgress {
+  int64_t epoch = 0;
+  int64_t step = 0;              // optimizer steps so far, over all epochs
+  int64_t samples_in_epoch = 0;  // this rank's sampler position within `epoch`
+  std::map<std::string, std::string> metadata;  // run metadata (model name, world size, ...)
+};
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(std::string directory, int keep_last = 3);
+
+  // Rank 0 (or the caller, without a group) writes; then every rank of `group` meets at a
+  // barrier, so none runs ahead of a checkpoint being written. Returns the file's path.
+  std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
+                   const TrainingProgress& progress, ProcessGroup* group = nullptr);
+
+  // Restores the newest complete checkpoint into `model` (and `optimizer`, and the CPU RNG);
+  // corrupt or incomplete ones are skipped with a warning on stderr. nullopt: none found.
+  std::optional<TrainingProgress> load_latest(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
+
+  // Complete checkpoints (sidecar present), oldest first.
+  std::vector<std::string> list() const;
+  const std::string& directory() const { return directory_; }
+
+ private:
+  std::string directory_;
+  int keep_last_;
+};
+
+// Reads one checkpoint file without a checksum (e.g. one Python re-saved with torch.save).
+// Throws IoError for an unreadable file, InvalidArgumentError when its model entry does not
+// match `model` (missing or unexpected names, other shapes).
+TrainingProgress load_checkpoint_file(const std::string& path, torch::nn::Module& model,
+                                      torch::optim::Optimizer* optimizer);
+
+}  // namespace ringtorch

@@ -1,0 +1,245 @@
+// Checkpoints: round trip (model, optimizer, progress, RNG), keep-last, corrupt and incomplete
+// files skipped, a writer killed mid-write, and the C++ -> Python -> C++ round trip.
+#include "runtime/training/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "rendezvous/error.h"
+#include "support/test_paths.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct NetImpl : torch::nn::Module {
+  NetImpl() {
+    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
+    fc2 = register_module("fc2", torch::nn::Linear(16, 4));
+    register_buffer("steps", torch::zeros({1}));
+  }
+  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
+};
+TORCH_MODULE(Net);
+
+at::Tensor flat(torch::nn::Module& m) {
+  std::vector<at::Tensor> parts;
+  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
+  for (auto& b : m.buffers()) parts.push_back(b.detach().reshape({-1}));
+  return torch::cat(parts);
+}
+
+void train_step(Net& net, torch::optim::Optimizer& opt) {
+  opt.zero_grad();
+  net->forward(torch::randn({4, 8})).pow(2).sum().backward();
+  opt.step();
+}
+
+// Collects what this process writes to stderr while it lives.
+class StderrCapture {
+ public:
+  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) { ::dup2(::fileno(file_), 2); }
+  std::string finish() {
+    std::fflush(stderr);
+    ::dup2(saved_, 2);
+    std::string text;
+    std::rewind(file_);
+    for (int c; (c = std::fgetc(file_)) != EOF;) text.push_back(static_cast<char>(c));
+    return text;
+  }
+  ~StderrCapture() {
+    ::dup2(saved_, 2);
+    ::close(saved_);
+    std::fclose(file_);
+  }
+
+ private:
+  std::FILE* file_;
+  int saved_;
+};
+
+TEST(Checkpoint, RestoresModelOptimizerProgressAndRng) {
+  testing::TempDir dir;
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  train_step(net, sgd);
+  Checkpointer checkpoints(dir.path());
+  TrainingProgress progress;
+  progress.epoch = 3;
+  progress.step = 120;
+  progress.samples_in_epoch = 64;
+  progress.metadata = {{"model", "net"}, {"world_size", "2"}};
+  checkpoints.save(*net, &sgd, progress);
+  const at::Tensor next_random = torch::rand({5});  // drawn right after the save
+
+  Net restored;
+  torch::optim::SGD restored_sgd(restored->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  auto loaded = checkpoints.load_latest(*restored, &restored_sgd);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->epoch, 3);
+  EXPECT_EQ(loaded->step, 120);
+  EXPECT_EQ(loaded->samples_in_epoch, 64);
+  EXPECT_EQ(loaded->metadata, progress.metadata);
+  EXPECT_TRUE(at::equal(torch::rand({5}), next_random)) << "the RNG state was not restored";
+  EXPECT_TRUE(at::equal(flat(*restored), flat(*net)));
+  ASSERT_EQ(checkpoints.list().size(), 1u);
+  EXPECT_NE(checkpoints.list()[0].find("checkpoint-0000000120.pt"), std::string::npos);
+  EXPECT_TRUE(fs::exists(checkpoints.list()[0] + ".crc32"));
+}
+
+TEST(Checkpoint, NextStepAfterResumeMatchesUninterruptedTraining) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  torch::manual_seed(1);
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  train_step(net, sgd);
+  checkpoints.save(*net, &sgd, TrainingProgress{0, 1, 0, {}});
+  train_step(net, sgd);  // the RNG continues from the saved state: the same batch as after resume
+  Net resumed;
+  torch::optim::SGD resumed_sgd(resumed->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  ASSERT_TRUE(checkpoints.load_latest(*resumed, &resumed_sgd).has_value());
+  train_step(resumed, resumed_sgd);
+  EXPECT_TRUE(at::equal(flat(*resumed), flat(*net))) << "momentum or RNG state lost";
+}
+
+TEST(Checkpoint, KeepsTheLastKAndSkipsCorruptOrIncompleteOnes) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path(), /*keep_last=*/4);
+  Net net;
+  for (int64_t step = 1; step <= 6; ++step) {
+    {
+      torch::NoGradGuard no_grad;
+      net->fc1->weight.fill_(static_cast<float>(step));
+    }
+    checkpoints.save(*net, nullptr, TrainingProgress{0, step, 0, {}});
+  }
+  auto kept = checkpoints.list();
+  ASSERT_EQ(kept.size(), 4u);
+  EXPECT_NE(kept.front().find("checkpoint-0000000003.pt"), std::string::npos);
+  // Truncate the newest (a torn write on a file system without rename atomicity), flip a byte
+  // in the next (bit rot), drop the sidecar of the one before (a writer killed between renames).
+  fs::resize_file(kept[3], fs::file_size(kept[3]) / 2);
+  {
+    std::fstream f(kept[2], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(kept[2]) / 2));
+    f.put('\x5a');
+  }
+  fs::remove(kept[1] + ".crc32");
+  Net restored;
+  StderrCapture warnings;
+  auto loaded = checkpoints.load_latest(*restored, nullptr);
+  const std::string text = warnings.finish();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->step, 3);
+  EXPECT_EQ(restored->fc1->weight[0][0].item<float>(), 3.0f);
+  EXPECT_NE(text.find("skipping checkpoint " + kept[3] + ": it has "), std::string::npos) << text;
+  EXPECT_NE(text.find("skipping checkpoint " + kept[2] + ": crc32 "), std::string::npos) << text;
+  EXPECT_NE(text.find("checksum file " + kept[1] + ".crc32 is missing"), std::string::npos) << text;
+}
+
+TEST(Checkpoint, AWriterKilledMidWriteLeavesTheLastCompleteOneUsable) {
+  testing::TempDir dir;
+  // A child process writes 16 MiB checkpoints in a loop (each with every weight equal to its
+  // step) until it is killed at an arbitrary moment.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    torch::nn::Linear big(2048, 2048);
+    Checkpointer writer(dir.path(), 2);
+    for (int64_t step = 1;; ++step) {
+      {
+        torch::NoGradGuard no_grad;
+        big->weight.fill_(static_cast<float>(step));
+        big->bias.fill_(static_cast<float>(step));
+      }
+      writer.save(*big, nullptr, TrainingProgress{0, step, 0, {}});
+    }
+  }
+  Checkpointer reader(dir.path(), 2);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (reader.list().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(137));  // somewhere inside a write
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  torch::nn::Linear big(2048, 2048);
+  auto loaded = reader.load_latest(*big, nullptr);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_GE(loaded->step, 2);
+  EXPECT_TRUE(at::equal(big->weight, at::full_like(big->weight, static_cast<float>(loaded->step))));
+  EXPECT_TRUE(at::equal(big->bias, at::full_like(big->bias, static_cast<float>(loaded->step))));
+}
+
+TEST(Checkpoint, PythonReadsItAndWritesOneBack) {
+  if (!fs::exists("/usr/bin/python3") || std::system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "Debian's python3-torch is not installed";
+  }
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net net;
+  TrainingProgress progress{2, 40, 0, {{"model", "net"}}};
+  const std::string path = checkpoints.save(*net, nullptr, progress);
+  const std::string back = dir.file("from_python.pt");
+  const std::string command = "/usr/bin/python3 " RINGTORCH_SOURCE_DIR "/tests/runtime/checkpoint_interop.py " + path +
+                              " " + back;
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  Net reloaded;
+  TrainingProgress from_python = load_checkpoint_file(back, *reloaded, nullptr);
+  EXPECT_EQ(from_python.epoch, 3);
+  EXPECT_EQ(from_python.step, 41);
+  EXPECT_EQ(from_python.metadata.at("written_by"), "python");
+  auto a = net->named_parameters(), b = reloaded->named_parameters();
+  for (auto& item : a) {
+    EXPECT_TRUE(at::allclose(b[item.key()], item.value() + 1)) << item.key();
+  }
+}
+
+TEST(Checkpoint, RankZeroWritesAndEveryRankResumes) {
+  testing::TempDir dir;
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net net;
+    Checkpointer checkpoints(dir.path());
+    {
+      torch::NoGradGuard no_grad;
+      net->fc2->bias.fill_(static_cast<float>(group.rank()));  // only rank 0's may land on disk
+    }
+    checkpoints.save(*net, nullptr, TrainingProgress{1, 7, 0, {}}, &group);
+    // After the barrier the file exists for every rank.
+    ASSERT_EQ(checkpoints.list().size(), 1u);
+    Net resumed;
+    auto loaded = checkpoints.load_latest(*resumed, nullptr);
+    ASSERT_TRUE(loaded.has_value());
+    EXPECT_EQ(loaded->step, 7);
+    EXPECT_TRUE(at::equal(resumed->fc2->bias, at::zeros_like(resumed->fc2->bias)));
+  });
+}
+
+TEST(Checkpoint, AnotherModelsCheckpointIsAClearError) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  torch::nn::Linear other(3, 3);
+  checkpoints.save(*other, nullptr, TrainingProgress{});
+  Net net;
+  try {
+    checkpoints.load_latest(*net, nullptr);
+    FAIL() << "loaded another model's checkpoint";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not fit the model; missing 'fc1.weight'"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ringtorch
