@@ -66,6 +66,9 @@ class DistributedDataParallel {
                           DdpOptions options = {})
       : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module), torch::nn::AnyModule(module),
                                 std::move(group), std::move(options)) {}
+  // A type-erased module, as the model registry returns (models/registry.h).
+  DistributedDataParallel(torch::nn::AnyModule module, std::shared_ptr<ProcessGroup> group, DdpOptions options = {})
+      : DistributedDataParallel(module.ptr(), module, std::move(group), std::move(options)) {}
   template <typename Impl>
   DistributedDataParallel(torch::nn::ModuleHolder<Impl> module, std::shared_ptr<ProcessGroup> group,
                           DdpOptions options = {})
