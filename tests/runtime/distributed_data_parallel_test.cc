@@ -38,6 +38,9 @@ struct DeepImpl : torch::nn::Module {
 };
 TORCH_MODULE(Deep);
 
+// The thread-rank helper owns the group; DDP takes a shared_ptr.
+std::shared_ptr<ProcessGroup> borrow(ProcessGroup& group) { return {&group, [](ProcessGroup*) {}}; }
+
 void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
   torch::NoGradGuard no_grad;
   auto source = from.named_parameters();
@@ -93,7 +96,7 @@ TEST(DistributedDataParallel, TwoRanksOnHalfBatchesEqualOneProcessOnTheFullBatch
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net model;  // rank 1 starts from other weights: DDP broadcasts rank 0's
     if (group.rank() == 0) copy_parameters(*initial, *model);
-    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}), small_buckets());
+    DistributedDataParallel ddp(model, borrow(group), small_buckets());
     EXPECT_GE(ddp.bucket_parameter_names().size(), 3u);
     torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
     for (int s = 0; s < kSteps; ++s) {
@@ -114,7 +117,7 @@ TEST(DistributedDataParallel, FirstBucketIsReducedWhileBackwardStillRuns) {
   // long before the first layer's gradient exists.
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Deep model;
-    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+    DistributedDataParallel ddp(model, borrow(group));
     for (int it = 0; it < 3; ++it) {
       ddp.forward(torch::randn({64, 512})).sum().backward();
     }
@@ -136,7 +139,7 @@ TEST(DistributedDataParallel, NoSyncAccumulationEqualsTheLargeBatch) {
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net model;
     copy_parameters(*initial, *model);
-    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}), small_buckets());
+    DistributedDataParallel ddp(model, borrow(group), small_buckets());
     auto step = [&](const Batch& b) {
       auto x = b.x.narrow(0, group.rank() * 4, 4), y = b.y.narrow(0, group.rank() * 4, 4);
       torch::mse_loss(ddp.forward(x), y).backward();
@@ -160,7 +163,7 @@ TEST(DistributedDataParallel, AnUnusedParameterIsNamedOrHandled) {
       Net model(16, /*with_spare=*/true);
       DdpOptions options;
       options.find_unused_parameters = find_unused;
-      DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}), options);
+      DistributedDataParallel ddp(model, borrow(group), options);
       auto loss = ddp.forward(torch::randn({4, 8})).sum();
       if (!find_unused) {
         try {
@@ -188,7 +191,7 @@ TEST(DistributedDataParallel, ModelsThatDifferAcrossRanksAreRefusedOnEveryRank) 
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net model(group.rank() == 0 ? 16 : 12);
     try {
-      DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+      DistributedDataParallel ddp(model, borrow(group));
       ADD_FAILURE() << "accepted different models";
     } catch (const MismatchError& e) {
       messages[group.rank()] = e.what();
@@ -208,10 +211,10 @@ TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
     testing::on_thread_ranks(2, [&](ProcessGroup& group) {
       Net exact_model, compressed_model;
       copy_parameters(*exact_model, *compressed_model);
-      DistributedDataParallel exact(exact_model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+      DistributedDataParallel exact(exact_model, borrow(group));
       DdpOptions options;
       options.comm_hook = hook;
-      DistributedDataParallel compressed(compressed_model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}),
+      DistributedDataParallel compressed(compressed_model, borrow(group),
                                          options);
       auto x = batches[0].x.narrow(0, group.rank() * 4, 4), y = batches[0].y.narrow(0, group.rank() * 4, 4);
       torch::mse_loss(exact.forward(x), y).backward();
@@ -227,7 +230,7 @@ TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
 TEST(DistributedDataParallel, BuffersFollowRankZeroBeforeEveryForward) {
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net model;
-    DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+    DistributedDataParallel ddp(model, borrow(group));
     {
       torch::NoGradGuard no_grad;
       model->named_buffers()["steps"].fill_(10 + group.rank());
