@@ -124,6 +124,24 @@ TEST(AllreduceAlgorithm, AutoChoosesDirectWhileLatencyDominates) {
   }
 }
 
+// The largest count of the sweep, 1 << 20 elements, kept to sum and max (every dtype) so that
+// 8 ranks on 2 cores stay within seconds; the ring (large) and direct (2 ranks) both run.
+TEST(ProcessGroup, AllreduceOfAMillionElementsInEveryDtype) {
+  constexpr int64_t kCount = 1 << 20;
+  for (int world : {2, 8}) {
+    on_ranks(world, [&](ProcessGroup& group) {
+      for (auto op : {ReduceOp::kSum, ReduceOp::kMax}) {
+        for (auto dtype : kDtypes) {
+          at::Tensor t = input_for(group.rank(), kCount, dtype);
+          group.allreduce(t, op);
+          ASSERT_TRUE(at::equal(t, expected_for(op, world, kCount, dtype)))
+              << "world " << world << " " << reduce_op_name(op) << " " << c10::toString(dtype);
+        }
+      }
+    });
+  }
+}
+
 TEST(ProcessGroup, BroadcastFromEveryRoot) {
   for (int world : {1, 2, 3, 5}) {
     on_ranks(world, [&](ProcessGroup& group) {
