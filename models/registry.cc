@@ -3,7 +3,9 @@
 #include <functional>
 #include <map>
 
+#include "models/lenet.h"
 #include "models/mlp.h"
+#include "models/mlp3.h"
 #include "rendezvous/error.h"
 
 namespace ringtorch {
@@ -11,7 +13,9 @@ namespace {
 
 const std::map<std::string, std::function<torch::nn::AnyModule()>>& registry() {
   static const std::map<std::string, std::function<torch::nn::AnyModule()>> models = {
+      {"lenet", [] { return torch::nn::AnyModule(LeNet()); }},
       {"mlp", [] { return torch::nn::AnyModule(Mlp()); }},
+      {"mlp3", [] { return torch::nn::AnyModule(Mlp3()); }},
   };
   return models;
 }

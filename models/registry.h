@@ -1,5 +1,5 @@
 // Models by name, as ringtrain's --model flag names them. Each entry's parameter names match
-// the natural PyTorch Python definition (docs/models.md), so checkpoints load on either side.
+// the natural PyTorch Python definition (models/README.md), so checkpoints load on either side.
 //
 //   torch::nn::AnyModule model = ringtorch::make_model("mlp");
 //   auto logits = model.forward(images);

@@ -1,0 +1,36 @@
+// lenet: LeNet-5 for 28x28 single-channel images. Python's definition, whose parameter names
+// (conv1.weight, conv2.bias, fc1 ... fc3) this one keeps:
+//
+//   class LeNet(nn.Module):
+//       def __init__(self):
+//           super().__init__()
+//           self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+//           self.conv2 = nn.Conv2d(6, 16, 5)
+//           self.fc1 = nn.Linear(16 * 5 * 5, 120)
+//           self.fc2 = nn.Linear(120, 84)
+//           self.fc3 = nn.Linear(84, 10)
+//       def forward(self, x):
+//           x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+//           x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+//           x = F.relu(self.fc1(x.flatten(1)))
+//           return self.fc3(F.relu(self.fc2(x)))
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/conv.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+namespace ringtorch {
+
+struct LeNetImpl : torch::nn::Module {
+  LeNetImpl();
+  // x: [batch, 1, 28, 28] (or [batch, 784]) -> logits [batch, 10]
+  torch::Tensor forward(const torch::Tensor& x);
+
+  torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+};
+TORCH_MODULE(LeNet);
+
+}  // namespace ringtorch
