@@ -41,6 +41,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   bool detached = false;
   bool sync_next_backward = true;  // set at forward time, as PyTorch's require_backward_grad_sync
   bool in_backward = false;
+  bool driven_by_data_parallel = false;  // constant after construction
   size_t next_to_launch = 0;
   DdpIterationStats current, last;
 
@@ -124,8 +125,9 @@ double DdpIterationStats::hidden_fraction() const {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> module,
                                                  torch::nn::AnyModule forward, std::shared_ptr<ProcessGroup> group,
-                                                 DdpOptions options)
-    : module_(std::move(module)),
+                                                 DdpOptions options, DataParallel* data_parallel)
+    : data_parallel_(data_parallel),
+      module_(std::move(module)),
       module_forward_(std::move(forward)),
       group_(std::move(group)),
       options_(std::move(options)),
@@ -135,6 +137,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   s.group = group_;
   s.hook = options_.comm_hook ? options_.comm_hook : allreduce_hook();
   s.find_unused = options_.find_unused_parameters;
+  s.driven_by_data_parallel = data_parallel_ != nullptr;
   for (const auto& item : module_->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     s.names.push_back(item.key());
@@ -181,6 +184,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   }
   s.ready.assign(s.params.size(), false);
   s.reset_iteration();
+  if (!data_parallel_) register_gradient_hooks();
+}
+
+void DistributedDataParallel::register_gradient_hooks() {
+  State& s = *state_;
   // Gradient-ready hooks on each parameter's AccumulateGrad node: they fire after .grad is written.
   std::weak_ptr<State> weak = state_;
   for (size_t i = 0; i < s.params.size(); ++i) {
@@ -192,6 +200,22 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
         }));
     s.accumulators.push_back(std::move(accumulator));
   }
+}
+
+DistributedDataParallel::DistributedDataParallel(DataParallel& data_parallel, std::shared_ptr<ProcessGroup> group,
+                                                 DdpOptions options)
+    : DistributedDataParallel(std::shared_ptr<torch::nn::Module>(&data_parallel.module(), [](torch::nn::Module*) {}),
+                              torch::nn::AnyModule(), std::move(group), std::move(options), &data_parallel) {
+  data_parallel.sync_replicas();  // rank 0's weights, just broadcast to the primary, everywhere
+  // DataParallel calls back once the replicas' gradients are summed into the primary's: then
+  // every parameter is ready at once, and the buckets go out in order.
+  std::weak_ptr<State> weak = state_;
+  data_parallel.add_backward_listener([weak] {
+    auto state = weak.lock();
+    if (!state) return;
+    for (size_t i = 0; i < state->params.size(); ++i) state->on_gradient(i);
+    state->finish_backward();
+  });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {
@@ -245,11 +269,14 @@ void DistributedDataParallel::State::on_gradient(size_t index) {
   if (!in_backward) {
     in_backward = true;
     current.first_gradient = Clock::now();
-    // Runs once autograd has finished this backward pass, on its thread.
-    std::weak_ptr<State> weak = weak_from_this();
-    torch::autograd::Engine::get_default_engine().queue_callback([weak] {
-      if (auto state = weak.lock()) state->finish_backward();
-    });
+    // Runs once autograd has finished this backward pass, on its thread. (Over a DataParallel,
+    // its end-of-backward listener calls finish_backward() itself.)
+    if (!driven_by_data_parallel) {
+      std::weak_ptr<State> weak = weak_from_this();
+      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+        if (auto state = weak.lock()) state->finish_backward();
+      });
+    }
   }
   current.last_gradient = Clock::now();
   // A gradient that is no longer the bucket's view (set to None and recreated): copy it in and

@@ -35,6 +35,7 @@
 
 #include "runtime/comm/process_group.h"
 #include "runtime/training/comm_hooks.h"
+#include "runtime/training/data_parallel.h"
 
 namespace ringtorch {
 
@@ -69,6 +70,10 @@ class DistributedDataParallel {
   // A type-erased module, as the model registry returns (models/registry.h).
   DistributedDataParallel(torch::nn::AnyModule module, std::shared_ptr<ProcessGroup> group, DdpOptions options = {})
       : DistributedDataParallel(module.ptr(), module, std::move(group), std::move(options)) {}
+  // Over a DataParallel (several devices in this process): the primary replica's gradients,
+  // once DataParallel has summed the replicas into them, are reduced across processes at the
+  // end of backward. `data_parallel` must outlive the wrapper.
+  DistributedDataParallel(DataParallel& data_parallel, std::shared_ptr<ProcessGroup> group, DdpOptions options = {});
   template <typename Impl>
   DistributedDataParallel(torch::nn::ModuleHolder<Impl> module, std::shared_ptr<ProcessGroup> group,
                           DdpOptions options = {})
@@ -81,6 +86,9 @@ class DistributedDataParallel {
   template <typename... Args>
   torch::Tensor forward(Args&&... args) {
     before_forward();
+    if constexpr (sizeof...(Args) == 1) {
+      if (data_parallel_) return data_parallel_->forward(std::forward<Args>(args)...);
+    }
     return module_forward_.forward(std::forward<Args>(args)...);
   }
 
@@ -109,9 +117,12 @@ class DistributedDataParallel {
 
  private:
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, torch::nn::AnyModule forward,
-                          std::shared_ptr<ProcessGroup> group, DdpOptions options);
+                          std::shared_ptr<ProcessGroup> group, DdpOptions options,
+                          DataParallel* data_parallel = nullptr);
   void before_forward();
+  void register_gradient_hooks();
 
+  DataParallel* data_parallel_ = nullptr;  // set when wrapping a DataParallel
   std::shared_ptr<torch::nn::Module> module_;
   torch::nn::AnyModule module_forward_;
   std::shared_ptr<ProcessGroup> group_;

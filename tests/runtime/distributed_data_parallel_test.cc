@@ -112,6 +112,37 @@ TEST(DistributedDataParallel, TwoRanksOnHalfBatchesEqualOneProcessOnTheFullBatch
   });
 }
 
+// 2 processes (threads) x 2 CPU devices each: DDP over DataParallel still equals one module on
+// the whole batch.
+TEST(DistributedDataParallel, OverDataParallelEqualsOneProcessOnTheFullBatch) {
+  constexpr int kSteps = 3;
+  const auto batches = make_batches(kSteps, 8);
+  Net initial;
+  Net reference;
+  copy_parameters(*initial, *reference);
+  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1));
+  for (const auto& b : batches) {
+    reference_sgd.zero_grad();
+    torch::mse_loss(reference->forward(b.x), b.y).backward();
+    reference_sgd.step();
+  }
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    DataParallel dp([] { return torch::nn::AnyModule(Net()); }, {torch::kCPU, torch::kCPU});
+    if (group.rank() == 0) copy_parameters(*initial, dp.module());
+    DistributedDataParallel ddp(dp, borrow(group), small_buckets());
+    torch::optim::SGD sgd(dp.module().parameters(), torch::optim::SGDOptions(0.1));
+    for (int s = 0; s < kSteps; ++s) {
+      sgd.zero_grad();
+      auto x = batches[s].x.narrow(0, group.rank() * 4, 4), y = batches[s].y.narrow(0, group.rank() * 4, 4);
+      // Each rank's loss is the mean over its 4 samples; DataParallel splits them 2 + 2.
+      torch::mse_loss(ddp.forward(x), y).backward();
+      sgd.step();
+      expect_identical_across_ranks(group, dp.module(), s);
+    }
+    EXPECT_TRUE(at::allclose(flat_parameters(dp.module()), flat_parameters(*reference), 1e-5, 1e-5));
+  });
+}
+
 TEST(DistributedDataParallel, FirstBucketIsReducedWhileBackwardStillRuns) {
   // 6 layers of 512 x 512 floats (1 MiB each): the first bucket (the last layer) is launched
   // long before the first layer's gradient exists.
