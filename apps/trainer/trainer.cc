@@ -1,0 +1,175 @@
+#include "apps/trainer/trainer.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "datasets/distributed_sampler.h"
+#include "datasets/image_dataset.h"
+#include "models/registry.h"
+#include "rendezvous/error.h"
+#include "runtime/training/checkpoint.h"
+#include "runtime/training/distributed_data_parallel.h"
+
+namespace ringtorch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& o, torch::nn::Module& model) {
+  if (o.optimizer == "adam") {
+    return std::make_unique<torch::optim::Adam>(model.parameters(),
+                                                torch::optim::AdamOptions(o.lr).weight_decay(o.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      model.parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
+}
+
+// Test accuracy over the whole test set: each rank takes every world_size-th image (no
+// padding, so nothing is counted twice), the counts are summed across ranks.
+std::pair<int64_t, int64_t> evaluate(torch::nn::AnyModule& model, const ImageDataset& test, ProcessGroup& group,
+                                     int batch_size) {
+  torch::NoGradGuard no_grad;
+  model.ptr()->eval();
+  int64_t correct = 0, total = 0;
+  std::vector<int64_t> indices;
+  for (int64_t i = group.rank(); i < test.size(); i += group.size()) indices.push_back(i);
+  for (size_t start = 0; start < indices.size(); start += batch_size) {
+    std::vector<int64_t> chunk(indices.begin() + start, indices.begin() + std::min(indices.size(), start + batch_size));
+    auto [x, y] = test.batch(chunk);
+    correct += model.forward(x).argmax(1).eq(y).sum().item<int64_t>();
+    total += static_cast<int64_t>(chunk.size());
+  }
+  model.ptr()->train();
+  at::Tensor counts = at::tensor({correct, total}, at::kLong);
+  group.allreduce(counts, ReduceOp::kSum);
+  return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
+}
+
+}  // namespace
+
+void validate(const TrainerOptions& o) {
+  auto bad = [](const std::string& key, const std::string& value, const std::string& why) {
+    throw InvalidArgumentError(str_cat(key, " ", value, ": ", why));
+  };
+  if (o.epochs < 1) bad("--epochs", std::to_string(o.epochs), "must be at least 1");
+  if (o.batch_size < 1) bad("--batch-size", std::to_string(o.batch_size), "must be at least 1");
+  if (!(o.lr > 0)) bad("--lr", std::to_string(o.lr), "must be positive");
+  if (o.momentum < 0) bad("--momentum", std::to_string(o.momentum), "must not be negative");
+  if (o.weight_decay < 0) bad("--weight-decay", std::to_string(o.weight_decay), "must not be negative");
+  if (o.optimizer != "sgd" && o.optimizer != "adam") bad("--optimizer", o.optimizer, "use sgd or adam");
+  if (o.threads < 0) bad("--threads", std::to_string(o.threads), "must not be negative");
+  if (o.resume && o.checkpoint_dir.empty()) bad("--resume", "", "needs --checkpoint-dir");
+}
+
+std::string TrainingReport::to_json() const {
+  nlohmann::json j = {{"world_size", world_size},
+                      {"device", device},
+                      {"samples_per_s", samples_per_second},
+                      {"epoch_seconds", epoch_seconds},
+                      {"final_loss", final_loss},
+                      {"test_accuracy", test_accuracy},
+                      {"parameter_checksums", parameter_checksums}};
+  return j.dump();
+}
+
+TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
+  validate(o);
+  if (o.threads > 0) torch::set_num_threads(o.threads);
+  const int rank = group.rank(), world = group.size();
+  // Every rank reads the whole set once; batches are gathered by the sampler's indices.
+  const ImageDataset train_set = load_dataset(o.dataset, o.data_dir, /*train=*/true);
+  const ImageDataset test_set = load_dataset(o.dataset, o.data_dir, /*train=*/false);
+  if (rank == 0) std::printf("%s; %s\n", train_set.description.c_str(), test_set.description.c_str());
+  torch::manual_seed(o.seed);
+  torch::nn::AnyModule model = make_model(o.model);
+  DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
+  auto optimizer = make_optimizer(o, *model.ptr());
+
+  TrainingProgress progress;
+  std::optional<Checkpointer> checkpoints;
+  if (!o.checkpoint_dir.empty()) {
+    checkpoints.emplace(o.checkpoint_dir);
+    if (o.resume) {
+      if (auto resumed = checkpoints->load_latest(*model.ptr(), optimizer.get())) {
+        progress = *resumed;
+        if (rank == 0) std::printf("Resumed from epoch %lld (step %lld)\n", (long long)progress.epoch, (long long)progress.step);
+      }
+    }
+  }
+  std::ofstream metrics;
+  if (rank == 0 && !o.metrics_path.empty()) {
+    metrics.open(o.metrics_path, std::ios::app);
+    if (!metrics) throw IoError(str_cat("--metrics ", o.metrics_path, ": cannot open for writing"));
+  }
+  DistributedSampler sampler(train_set.size(), world, rank, {/*shuffle=*/true, o.seed, /*drop_last=*/false});
+  TrainingReport report;
+  report.world_size = world;
+  report.device = "cpu";
+  int64_t trained_samples = 0;
+  double trained_seconds = 0;
+  for (int64_t epoch = progress.epoch; epoch < o.epochs; ++epoch) {
+    sampler.set_epoch(epoch);
+    const auto mine = sampler.indices();
+    const auto epoch_start = Clock::now();
+    double loss_sum = 0;
+    int64_t batches = 0;
+    for (size_t start = static_cast<size_t>(progress.samples_in_epoch); start < mine.size(); start += o.batch_size) {
+      std::vector<int64_t> chunk(mine.begin() + start, mine.begin() + std::min(mine.size(), start + o.batch_size));
+      auto [x, y] = train_set.batch(chunk);
+      optimizer->zero_grad();
+      at::Tensor loss = torch::cross_entropy_loss(ddp.forward(x), y);
+      loss.backward();
+      optimizer->step();
+      loss_sum += loss.item<double>();
+      ++batches;
+      ++progress.step;
+      if (rank == 0 && o.log_interval > 0 && batches % o.log_interval == 0) {
+        const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+        std::printf("  epoch %lld: %zu/%zu samples, %.0f samples/s (all ranks), loss %.4f\n", (long long)epoch + 1,
+                    start + chunk.size(), mine.size(), (start + chunk.size()) * world / seconds, loss.item<double>());
+        std::fflush(stdout);
+      }
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    trained_seconds += seconds;
+    trained_samples += static_cast<int64_t>(mine.size() - progress.samples_in_epoch) * world;
+    progress.samples_in_epoch = 0;
+    const double mean_loss = batches ? loss_sum / batches : 0;
+    std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f\n", rank, (long long)epoch + 1, o.epochs, mean_loss);
+    std::fflush(stdout);
+    at::Tensor losses = at::full({1}, mean_loss, at::kDouble);
+    group.allreduce(losses, ReduceOp::kAvg);
+    const auto [correct, total] = evaluate(model, test_set, group, 1000);
+    report.final_loss = losses.item<double>();
+    report.test_accuracy = static_cast<double>(correct) / total;
+    report.epoch_seconds.push_back(seconds);
+    if (rank == 0) {
+      std::printf("Test accuracy: %.4f (%lld/%lld)\n", report.test_accuracy, (long long)correct, (long long)total);
+      std::fflush(stdout);
+      if (metrics) {
+        metrics << nlohmann::json({{"epoch", epoch + 1}, {"loss", report.final_loss},
+                                   {"test_accuracy", report.test_accuracy}, {"seconds", seconds},
+                                   {"samples_per_s", mine.size() * world / seconds}})
+                       .dump()
+                << "\n";
+        metrics.flush();
+      }
+    }
+    progress.epoch = epoch + 1;
+    progress.metadata = {{"model", o.model}, {"dataset", o.dataset}, {"world_size", std::to_string(world)}};
+    if (checkpoints) checkpoints->save(*model.ptr(), optimizer.get(), progress, &group);
+  }
+  report.samples_per_second = trained_seconds > 0 ? trained_samples / trained_seconds : 0;
+  double checksum = 0;
+  for (const auto& p : model.ptr()->parameters()) checksum += p.detach().to(at::kDouble).sum().item<double>();
+  at::Tensor mine = at::full({1}, checksum, at::kDouble), all = at::empty({world}, at::kDouble);
+  group.allgather(mine, all);
+  report.parameter_checksums.assign(all.data_ptr<double>(), all.data_ptr<double>() + world);
+  return report;
+}
+
+}  // namespace ringtorch

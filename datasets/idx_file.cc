@@ -1,0 +1,95 @@
+#include "datasets/idx_file.h"
+
+#include <ATen/ATen.h>
+#include <zlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace {
+
+// The whole file, gunzipped when it is gzip (zlib reads plain files through unchanged).
+std::vector<uint8_t> read_all(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");
+  if (!file) throw IoError(str_cat("cannot open ", path, ": ", std::strerror(errno)));
+  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> chunk(1 << 20);
+  while (true) {
+    const int n = gzread(file, chunk.data(), static_cast<unsigned>(chunk.size()));
+    if (n < 0) {
+      int code = 0;
+      const std::string why = gzerror(file, &code);
+      gzclose(file);
+      throw IoError(str_cat(path, ": corrupt or truncated gzip data (", why, ")"));
+    }
+    if (n == 0) break;
+    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
+  }
+  gzclose(file);
+  return bytes;
+}
+
+uint32_t big_endian(const std::vector<uint8_t>& b, size_t at) {
+  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | uint32_t{b[at + 3]};
+}
+
+// Checks magic and length; returns the dimension sizes.
+std::vector<int64_t> parse_header(const std::vector<uint8_t>& bytes, const std::string& path, uint32_t magic,
+                                  const char* what) {
+  const size_t dims = magic & 0xff;
+  if (bytes.size() < 4 || big_endian(bytes, 0) != magic) {
+    char found[16] = "none";
+    if (bytes.size() >= 4) std::snprintf(found, sizeof(found), "0x%08x", big_endian(bytes, 0));
+    throw InvalidArgumentError(str_cat(path, ": not an IDX ", what, " file (magic number ", found, ", expected 0x",
+                                       magic == 0x803 ? "00000803" : "00000801", ")"));
+  }
+  const size_t header = 4 + 4 * dims;
+  if (bytes.size() < header) {
+    throw IoError(str_cat(path, ": truncated header (", bytes.size(), " bytes, the header alone needs ", header, ")"));
+  }
+  std::vector<int64_t> sizes;
+  int64_t payload = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    sizes.push_back(big_endian(bytes, 4 + 4 * d));
+    payload *= sizes.back();
+  }
+  const size_t expected = header + static_cast<size_t>(payload);
+  if (bytes.size() != expected) {
+    throw IoError(str_cat(path, ": ", bytes.size() < expected ? "truncated" : "too long", ": ", bytes.size(),
+                          " bytes, the header promises ", expected));
+  }
+  return sizes;
+}
+
+}  // namespace
+
+at::Tensor read_idx_images(const std::string& path) {
+  const auto bytes = read_all(path);
+  const auto sizes = parse_header(bytes, path, 0x803, "image");
+  if (sizes[1] != 28 || sizes[2] != 28) {
+    throw InvalidArgumentError(str_cat(path, ": images are ", sizes[1], "x", sizes[2], ", expected 28x28"));
+  }
+  at::Tensor images = at::empty({sizes[0], sizes[1], sizes[2]}, at::kByte);
+  std::memcpy(images.data_ptr<uint8_t>(), bytes.data() + 16, static_cast<size_t>(images.numel()));
+  return images;
+}
+
+at::Tensor read_idx_labels(const std::string& path, int classes) {
+  const auto bytes = read_all(path);
+  const auto sizes = parse_header(bytes, path, 0x801, "label");
+  at::Tensor labels = at::empty({sizes[0]}, at::kLong);
+  int64_t* out = labels.data_ptr<int64_t>();
+  for (int64_t i = 0; i < sizes[0]; ++i) {
+    out[i] = bytes[8 + i];
+    if (out[i] >= classes) {
+      throw InvalidArgumentError(str_cat(path, ": label ", out[i], " at index ", i, " is outside [0, ", classes, ")"));
+    }
+  }
+  return labels;
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,83 @@
+#include "datasets/image_dataset.h"
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+
+#include "datasets/idx_file.h"
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+
+const char kFashionMnistDir[] = "/usr/share/datasets/fashion-mnist";
+
+namespace {
+
+// "train-images-idx3-ubyte.gz" or the same without .gz, whichever exists.
+std::string idx_path(const std::string& dir, const std::string& stem) {
+  const std::string plain = dir + "/" + stem;
+  if (std::filesystem::exists(plain + ".gz")) return plain + ".gz";
+  if (std::filesystem::exists(plain)) return plain;
+  throw IoError(str_cat("missing dataset file ", plain, "(.gz) (Fashion-MNIST: apt-get install dataset-fashion-mnist; ",
+                        "MNIST: put the four IDX files in --data-dir)"));
+}
+
+ImageDataset load_idx(const std::string& name, const std::string& dir, bool train) {
+  const std::string prefix = train ? "train" : "t10k";
+  const std::string images_path = idx_path(dir, prefix + "-images-idx3-ubyte");
+  const std::string labels_path = idx_path(dir, prefix + "-labels-idx1-ubyte");
+  at::Tensor images = read_idx_images(images_path);
+  at::Tensor labels = read_idx_labels(labels_path);
+  if (images.size(0) != labels.size(0)) {
+    throw InvalidArgumentError(str_cat(labels_path, " has ", labels.size(0), " labels but ", images_path, " has ",
+                                       images.size(0), " images: the files do not belong together"));
+  }
+  ImageDataset set;
+  // ToTensor() then Normalize((0.5,), (0.5,)): (x / 255 - 0.5) / 0.5.
+  set.images = images.to(at::kFloat).div_(255).sub_(0.5).div_(0.5).unsqueeze(1).contiguous();
+  set.labels = labels;
+  set.description = str_cat(name, train ? " train" : " test", " (", set.size(), " images from ", dir, ")");
+  return set;
+}
+
+// Deterministic images whose class is written into them (a bright 4x4 patch at a
+// class-dependent place over noise), so that models can learn it.
+ImageDataset synthetic(bool train) {
+  const int64_t n = train ? 60000 : 10000;
+  auto generator = at::detail::createCPUGenerator(train ? 1 : 2);
+  ImageDataset set;
+  set.labels = at::randint(0, 10, {n}, generator, at::kLong);
+  set.images = at::randn({n, 1, 28, 28}, generator).mul_(0.3);
+  auto labels = set.labels.accessor<int64_t, 1>();
+  auto images = set.images.accessor<float, 4>();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = 2 + (labels[i] / 5) * 12, col = 2 + (labels[i] % 5) * 5;
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t c = 0; c < 4; ++c) images[i][0][row + r][col + c] += 1.0f;
+    }
+  }
+  set.description = str_cat("synthetic", train ? " train" : " test", " (", n, " generated images)");
+  return set;
+}
+
+}  // namespace
+
+std::pair<at::Tensor, at::Tensor> ImageDataset::batch(const std::vector<int64_t>& indices) const {
+  at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())},
+                                   at::kLong);
+  return {images.index_select(0, index), labels.index_select(0, index)};
+}
+
+std::vector<std::string> dataset_names() { return {"fashion-mnist", "mnist", "synthetic"}; }
+
+ImageDataset load_dataset(const std::string& name, const std::string& data_dir, bool train) {
+  if (name == "fashion-mnist") return load_idx(name, data_dir.empty() ? kFashionMnistDir : data_dir, train);
+  if (name == "mnist") {
+    if (data_dir.empty()) throw InvalidArgumentError("dataset mnist needs --data-dir (the four IDX files)");
+    return load_idx(name, data_dir, train);
+  }
+  if (name == "synthetic") return synthetic(train);
+  throw InvalidArgumentError(str_cat("unknown dataset '", name, "'; known datasets: fashion-mnist, mnist, synthetic"));
+}
+
+}  // namespace ringtorch
