@@ -44,7 +44,7 @@ int run(int argc, char** argv) {
     } else if (arg == "--samples") {
       samples = ringtorch::parse_int_in_range(value, 1, 1 << 24, arg);
     } else if (arg == "--lr") {
-      lr = std::stod(value);
+      lr = ringtorch::parse_number(value, arg);
     } else if (arg == "--checkpoint-dir") {
       checkpoint_dir = value;
     } else if (arg == "--init-method") {

@@ -21,16 +21,6 @@ const char kUsage[] =
     "epoch, the test accuracy, and a final JSON line (world size, samples/s, epoch times, loss,\n"
     "accuracy, per-rank parameter checksums).\n";
 
-double parse_number(const std::string& text, const std::string& flag) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(text, &used);
-    if (used == text.size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw ringtorch::InvalidArgumentError(flag + " " + text + ": not a number");
-}
-
 int run(int argc, char** argv) {
   ringtorch::TrainerOptions o;
   ringtorch::RendezvousOptions rdzv_options;
@@ -61,11 +51,11 @@ int run(int argc, char** argv) {
     } else if (arg == "--batch-size") {
       o.batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
     } else if (arg == "--lr") {
-      o.lr = parse_number(value, arg);
+      o.lr = ringtorch::parse_number(value, arg);
     } else if (arg == "--momentum") {
-      o.momentum = parse_number(value, arg);
+      o.momentum = ringtorch::parse_number(value, arg);
     } else if (arg == "--weight-decay") {
-      o.weight_decay = parse_number(value, arg);
+      o.weight_decay = ringtorch::parse_number(value, arg);
     } else if (arg == "--optimizer") {
       o.optimizer = value;
     } else if (arg == "--seed") {

@@ -114,6 +114,16 @@ int parse_int_in_range(const std::string& text, long long min, long long max, co
   return static_cast<int>(v);
 }
 
+double parse_number(const std::string& text, const std::string& what) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+    throw InvalidArgumentError(str_cat(what, ": '", text, "' is not a number"));
+  }
+  return v;
+}
+
 std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
