@@ -1,0 +1,115 @@
+#!/usr/bin/python3
+"""PyTorch's Python DDP (gloo) training the same models on the same in-memory Fashion-MNIST as
+ringtrain, for bench/compare_training. Launch like any env:// program; rank 0 prints one JSON
+line: {"impl": "torch", "model", "world_size", "samples_per_s", "test_accuracy"}."""
+import argparse
+import gzip
+import json
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data.distributed import DistributedSampler
+
+
+class SimpleModel(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(784, 10)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+
+class MLP3(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 1024)
+        self.fc2 = nn.Linear(1024, 1024)
+        self.fc3 = nn.Linear(1024, 10)
+
+    def forward(self, x):
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc3(F.relu(self.fc2(x)))
+
+
+class LeNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc3(F.relu(self.fc2(x)))
+
+
+MODELS = {"mlp": SimpleModel, "mlp3": MLP3, "lenet": LeNet}
+
+
+def load(directory, prefix):
+    with gzip.open(os.path.join(directory, prefix + "-images-idx3-ubyte.gz")) as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(os.path.join(directory, prefix + "-labels-idx1-ubyte.gz")) as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+    # ToTensor() + Normalize((0.5,), (0.5,)), as the seeds.
+    x = (torch.from_numpy(images.copy()).float() / 255 - 0.5) / 0.5
+    return x, torch.from_numpy(labels.astype(np.int64))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--model", default="lenet")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", init_method="env://")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    train_x, train_y = load(a.data_dir, "train")
+    test_x, test_y = load(a.data_dir, "t10k")
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(MODELS[a.model]())
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    sampler = DistributedSampler(range(len(train_y)), num_replicas=world, rank=rank, shuffle=True, seed=0)
+    seconds, samples = 0.0, 0
+    for epoch in range(a.epochs):
+        sampler.set_epoch(epoch)
+        idx = torch.tensor(list(sampler))
+        start = time.perf_counter()
+        for i in range(0, len(idx), a.batch_size):
+            b = idx[i:i + a.batch_size]
+            opt.zero_grad()
+            F.cross_entropy(model(train_x[b]), train_y[b]).backward()
+            opt.step()
+        seconds += time.perf_counter() - start
+        samples += len(idx) * world
+    with torch.no_grad():
+        mine = torch.arange(rank, len(test_y), world)
+        correct = (model.module(test_x[mine]).argmax(1) == test_y[mine]).sum()
+    counts = torch.tensor([float(correct), seconds])
+    dist.all_reduce(counts[:1])
+    t = counts[1:].clone()
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        print(json.dumps({"impl": "torch", "model": a.model, "world_size": world,
+                          "samples_per_s": samples / t.item(), "test_accuracy": counts[0].item() / len(test_y)}),
+              flush=True)
+    os._exit(0)  # Python gloo processes of 1.13 sometimes hang at exit (ENVIRONMENT.md)
+
+
+if __name__ == "__main__":
+    main()

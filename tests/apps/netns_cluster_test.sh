@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Multi-node for real on one machine: scripts/netns_cluster.sh (2 network namespaces, a bridge,
+# redis-server in one of them), 2 nodes x 2 ringtrain workers, mlp on Fashion-MNIST, 1 epoch.
+# Passes when both ringruns succeed, the world size is 4 and all 4 ranks end identical.
+# Skips (77) without root, ip netns, redis-server or the dataset.
+set -uo pipefail
+source_dir=$1
+build_dir=$2
+[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
+out=$(bash "$source_dir/scripts/netns_cluster.sh" "$build_dir" 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" = 77 ] && exit 77
+[ "$rc" = 0 ] || { echo "FAILED: netns_cluster exit $rc"; exit 1; }
+json=$(grep -o '{"device".*' <<<"$out")
+/usr/bin/python3 - "$json" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["world_size"] == 4, r
+assert len(set(r["parameter_checksums"])) == 1, r["parameter_checksums"]
+assert r["test_accuracy"] >= 0.75, r["test_accuracy"]
+print("netns cluster: 2 nodes x 2 ranks, accuracy %.4f, ranks identical" % r["test_accuracy"])
+PY
