@@ -2,6 +2,8 @@
 // Flags -> TrainerOptions -> ringtorch::train (apps/trainer/trainer.h).
 //   ringrun --standalone --nproc_per_node 2 --use_env ringtrain --model lenet --epochs 3
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/trainer/trainer.h"
@@ -17,13 +19,88 @@ const char kUsage[] =
     "                 [--epochs N] [--batch-size N (per rank)] [--lr X] [--momentum X] [--weight-decay X]\n"
     "                 [--optimizer sgd|adam] [--seed N] [--threads N] [--checkpoint-dir DIR] [--resume]\n"
     "                 [--metrics FILE] [--log-interval N] [--init-method URL] [--timeout SECONDS]\n"
+    "                 [--config job.json (the same keys without dashes; flags override)]\n"
     "Launch with ringrun, torchrun, or any env:// launch. Prints 'Rank R, Epoch [e/E], Loss: x' per\n"
     "epoch, the test accuracy, and a final JSON line (world size, samples/s, epoch times, loss,\n"
     "accuracy, per-rank parameter checksums).\n";
 
+// Sets one option from its flag name and text value; false for an unknown name.
+bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerOptions& o,
+           ringtorch::RendezvousOptions& rdzv_options) {
+  if (arg == "--dataset") {
+    o.dataset = value;
+  } else if (arg == "--data-dir") {
+    o.data_dir = value;
+  } else if (arg == "--model") {
+    o.model = value;
+  } else if (arg == "--epochs") {
+    o.epochs = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
+  } else if (arg == "--batch-size") {
+    o.batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
+  } else if (arg == "--lr") {
+    o.lr = ringtorch::parse_number(value, arg);
+  } else if (arg == "--momentum") {
+    o.momentum = ringtorch::parse_number(value, arg);
+  } else if (arg == "--weight-decay") {
+    o.weight_decay = ringtorch::parse_number(value, arg);
+  } else if (arg == "--optimizer") {
+    o.optimizer = value;
+  } else if (arg == "--seed") {
+    o.seed = static_cast<uint64_t>(ringtorch::parse_int_in_range(value, 0, 1 << 30, arg));
+  } else if (arg == "--threads") {
+    o.threads = ringtorch::parse_int_in_range(value, 0, 1024, arg);
+  } else if (arg == "--checkpoint-dir") {
+    o.checkpoint_dir = value;
+  } else if (arg == "--resume") {
+    if (value != "true" && value != "false") throw ringtorch::InvalidArgumentError(arg + " " + value + ": use true or false");
+    o.resume = value == "true";
+  } else if (arg == "--metrics") {
+    o.metrics_path = value;
+  } else if (arg == "--log-interval") {
+    o.log_interval = ringtorch::parse_int_in_range(value, 0, 1 << 30, arg);
+  } else if (arg == "--init-method") {
+    rdzv_options.init_method = value;
+  } else if (arg == "--timeout") {
+    rdzv_options.timeout = ringtorch::parse_seconds(value, arg);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A JSON object whose keys are the flags without their dashes ({"model": "lenet", "lr": 0.01,
+// "resume": true}); every error names the file, the key and the value.
+void apply_config(const std::string& path, ringtorch::TrainerOptions& o, ringtorch::RendezvousOptions& rdzv_options) {
+  std::ifstream in(path);
+  if (!in) throw ringtorch::IoError("--config " + path + ": cannot read it");
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw ringtorch::InvalidArgumentError("--config " + path + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!config.is_object()) throw ringtorch::InvalidArgumentError("--config " + path + ": must be a JSON object");
+  for (const auto& [key, value] : config.items()) {
+    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    try {
+      if (value.is_object() || value.is_array() || value.is_null() || !apply("--" + key, text, o, rdzv_options)) {
+        throw ringtorch::InvalidArgumentError("unknown key or value of the wrong kind; keys are ringtrain's flags "
+                                              "without dashes (see ringtrain --help)");
+      }
+    } catch (const ringtorch::Error& e) {
+      throw ringtorch::InvalidArgumentError("--config " + path + ": key '" + key + "' = " + value.dump() + ": " +
+                                            e.what());
+    }
+  }
+}
+
 int run(int argc, char** argv) {
   ringtorch::TrainerOptions o;
   ringtorch::RendezvousOptions rdzv_options;
+  // The config file first, so that flags override it wherever they stand.
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::string(argv[i]) == "--config") apply_config(argv[i + 1], o, rdzv_options);
+  }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--help") {
@@ -40,39 +117,8 @@ int run(int argc, char** argv) {
     }
     if (i + 1 >= argc) throw ringtorch::InvalidArgumentError(arg + " needs a value; see ringtrain --help");
     const std::string value = argv[++i];
-    if (arg == "--dataset") {
-      o.dataset = value;
-    } else if (arg == "--data-dir") {
-      o.data_dir = value;
-    } else if (arg == "--model") {
-      o.model = value;
-    } else if (arg == "--epochs") {
-      o.epochs = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--batch-size") {
-      o.batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--lr") {
-      o.lr = ringtorch::parse_number(value, arg);
-    } else if (arg == "--momentum") {
-      o.momentum = ringtorch::parse_number(value, arg);
-    } else if (arg == "--weight-decay") {
-      o.weight_decay = ringtorch::parse_number(value, arg);
-    } else if (arg == "--optimizer") {
-      o.optimizer = value;
-    } else if (arg == "--seed") {
-      o.seed = static_cast<uint64_t>(ringtorch::parse_int_in_range(value, 0, 1 << 30, arg));
-    } else if (arg == "--threads") {
-      o.threads = ringtorch::parse_int_in_range(value, 0, 1024, arg);
-    } else if (arg == "--checkpoint-dir") {
-      o.checkpoint_dir = value;
-    } else if (arg == "--metrics") {
-      o.metrics_path = value;
-    } else if (arg == "--log-interval") {
-      o.log_interval = ringtorch::parse_int_in_range(value, 0, 1 << 30, arg);
-    } else if (arg == "--init-method") {
-      rdzv_options.init_method = value;
-    } else if (arg == "--timeout") {
-      rdzv_options.timeout = ringtorch::parse_seconds(value, arg);
-    } else {
+    if (arg == "--config") continue;  // applied above
+    if (!apply(arg, value, o, rdzv_options)) {
       throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see ringtrain --help");
     }
   }
