@@ -17,6 +17,7 @@
 #include "runtime/comm/process_group.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/distributed_data_parallel.h"
+#include "apps/main_guard.h"
 
 namespace {
 
@@ -113,10 +114,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp_example: %s\n", e.what());
-    return 1;
-  }
+  return ringtorch::run_reporting_errors("ddp_example", [&] { return run(argc, argv); });
 }

@@ -11,6 +11,7 @@
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
+#include "apps/main_guard.h"
 
 namespace {
 
@@ -133,10 +134,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ringtrain: %s\n", e.what());
-    return 1;
-  }
+  return ringtorch::run_reporting_errors("ringtrain", [&] { return run(argc, argv); });
 }

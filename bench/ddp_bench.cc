@@ -19,6 +19,7 @@
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/training/distributed_data_parallel.h"
+#include "apps/main_guard.h"
 
 namespace {
 
@@ -101,10 +102,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "ddp_bench: %s\n", e.what());
-    return 1;
-  }
+  return ringtorch::run_reporting_errors("ddp_bench", [&] { return run(argc, argv); });
 }

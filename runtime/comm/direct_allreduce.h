@@ -31,7 +31,6 @@ namespace ringtorch {
 class ScratchBuffer {
  public:
   char* get(size_t bytes);
-  size_t capacity() const { return capacity_; }
 
  private:
   std::unique_ptr<char[]> data_;

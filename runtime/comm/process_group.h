@@ -256,7 +256,6 @@ class ProcessGroup {
   bool stopping_ = false;       // guarded by mutex_
   uint32_t next_sequence_ = 0;  // guarded by mutex_
   std::exception_ptr broken_;   // guarded by mutex_: the first failure; later calls rethrow it
-  std::string broken_reason_;   // guarded by mutex_
   std::thread worker_;
 };
 
