@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "apps/trainer/device_selection.h"
 #include "apps/trainer/trainer.h"
 #include "rendezvous/error.h"
 #include "rendezvous/init_method.h"
@@ -16,10 +17,12 @@
 namespace {
 
 const char kUsage[] =
-    "usage: ringtrain [--dataset fashion-mnist|mnist|synthetic] [--data-dir DIR] [--model mlp|mlp3|lenet]\n"
-    "                 [--epochs N] [--batch-size N (per rank)] [--lr X] [--momentum X] [--weight-decay X]\n"
-    "                 [--optimizer sgd|adam] [--seed N] [--threads N] [--checkpoint-dir DIR] [--resume]\n"
-    "                 [--metrics FILE] [--log-interval N] [--init-method URL] [--timeout SECONDS]\n"
+    "usage: ringtrain [--dataset fashion-mnist|mnist|cifar10|synthetic] [--data-dir DIR]\n"
+    "                 [--model mlp|mlp3|lenet|resnet20] [--epochs N] [--batch-size N (per rank)] [--lr X]\n"
+    "                 [--momentum X] [--weight-decay X] [--optimizer sgd|adam] [--seed N] [--threads N]\n"
+    "                 [--device auto|cpu|cuda|cuda:N] [--gpus ID,ID,... (DataParallel in the process)]\n"
+    "                 [--checkpoint-dir DIR] [--resume] [--metrics FILE] [--progress auto|bar|lines|off]\n"
+    "                 [--log-interval N] [--init-method URL] [--timeout SECONDS]\n"
     "                 [--config job.json (the same keys without dashes; flags override)]\n"
     "Launch with ringrun, torchrun, or any env:// launch. Prints 'Rank R, Epoch [e/E], Loss: x' per\n"
     "epoch, the test accuracy, and a final JSON line (world size, samples/s, epoch times, loss,\n"
@@ -57,6 +60,12 @@ bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerO
     o.resume = value == "true";
   } else if (arg == "--metrics") {
     o.metrics_path = value;
+  } else if (arg == "--device") {
+    o.device = value;
+  } else if (arg == "--gpus") {
+    o.gpus = ringtorch::parse_device_ids(value);
+  } else if (arg == "--progress") {
+    o.progress = value;
   } else if (arg == "--log-interval") {
     o.log_interval = ringtorch::parse_int_in_range(value, 0, 1 << 30, arg);
   } else if (arg == "--init-method") {
@@ -82,9 +91,13 @@ void apply_config(const std::string& path, ringtorch::TrainerOptions& o, ringtor
   }
   if (!config.is_object()) throw ringtorch::InvalidArgumentError("--config " + path + ": must be a JSON object");
   for (const auto& [key, value] : config.items()) {
-    const std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
+    if (value.is_array()) {  // "gpus": [0, 1] means --gpus 0,1
+      text.clear();
+      for (const auto& item : value) text += (text.empty() ? "" : ",") + item.dump();
+    }
     try {
-      if (value.is_object() || value.is_array() || value.is_null() || !apply("--" + key, text, o, rdzv_options)) {
+      if (value.is_object() || value.is_null() || !apply("--" + key, text, o, rdzv_options)) {
         throw ringtorch::InvalidArgumentError("unknown key or value of the wrong kind; keys are ringtrain's flags "
                                               "without dashes (see ringtrain --help)");
       }

@@ -6,6 +6,7 @@ import argparse
 import gzip
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -16,44 +17,8 @@ import torch.nn.functional as F
 from torch.utils.data.distributed import DistributedSampler
 
 
-class SimpleModel(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(784, 10)
-
-    def forward(self, x):
-        return self.fc(x.flatten(1))
-
-
-class MLP3(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = nn.Linear(784, 1024)
-        self.fc2 = nn.Linear(1024, 1024)
-        self.fc3 = nn.Linear(1024, 10)
-
-    def forward(self, x):
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc3(F.relu(self.fc2(x)))
-
-
-class LeNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1 = nn.Linear(16 * 5 * 5, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc3(F.relu(self.fc2(x)))
-
-
-MODELS = {"mlp": SimpleModel, "mlp3": MLP3, "lenet": LeNet}
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "models", "python"))
+from ringtorch_models import MODELS  # noqa: E402  (the same definitions ringtrain's models follow)
 
 
 def load(directory, prefix):

@@ -1,37 +1,16 @@
 #include "datasets/idx_file.h"
 
 #include <ATen/ATen.h>
-#include <zlib.h>
 
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
+#include "datasets/file_bytes.h"
 #include "rendezvous/error.h"
 
 namespace ringtorch {
 namespace {
-
-// The whole file, gunzipped when it is gzip (zlib reads plain files through unchanged).
-std::vector<uint8_t> read_all(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (!file) throw IoError(str_cat("cannot open ", path, ": ", std::strerror(errno)));
-  std::vector<uint8_t> bytes;
-  std::vector<uint8_t> chunk(1 << 20);
-  while (true) {
-    const int n = gzread(file, chunk.data(), static_cast<unsigned>(chunk.size()));
-    if (n < 0) {
-      int code = 0;
-      const std::string why = gzerror(file, &code);
-      gzclose(file);
-      throw IoError(str_cat(path, ": corrupt or truncated gzip data (", why, ")"));
-    }
-    if (n == 0) break;
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
-  }
-  gzclose(file);
-  return bytes;
-}
 
 uint32_t big_endian(const std::vector<uint8_t>& b, size_t at) {
   return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | uint32_t{b[at + 3]};
@@ -68,7 +47,7 @@ std::vector<int64_t> parse_header(const std::vector<uint8_t>& bytes, const std::
 }  // namespace
 
 at::Tensor read_idx_images(const std::string& path) {
-  const auto bytes = read_all(path);
+  const auto bytes = read_file_bytes(path);
   const auto sizes = parse_header(bytes, path, 0x803, "image");
   if (sizes[1] != 28 || sizes[2] != 28) {
     throw InvalidArgumentError(str_cat(path, ": images are ", sizes[1], "x", sizes[2], ", expected 28x28"));
@@ -79,7 +58,7 @@ at::Tensor read_idx_images(const std::string& path) {
 }
 
 at::Tensor read_idx_labels(const std::string& path, int classes) {
-  const auto bytes = read_all(path);
+  const auto bytes = read_file_bytes(path);
   const auto sizes = parse_header(bytes, path, 0x801, "label");
   at::Tensor labels = at::empty({sizes[0]}, at::kLong);
   int64_t* out = labels.data_ptr<int64_t>();

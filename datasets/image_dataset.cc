@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "datasets/cifar_file.h"
 #include "datasets/idx_file.h"
 #include "rendezvous/error.h"
 
@@ -40,6 +41,44 @@ ImageDataset load_idx(const std::string& name, const std::string& dir, bool trai
   return set;
 }
 
+// CIFAR-10's per-channel mean and standard deviation over its 50000 training images (of
+// x / 255), the values PyTorch's CIFAR examples pass to Normalize; the test split uses them too.
+constexpr float kCifarMean[3] = {0.4914f, 0.4822f, 0.4465f};
+constexpr float kCifarStd[3] = {0.2470f, 0.2435f, 0.2616f};
+
+// The batch files in `dir`, or in dir/cifar-10-batches-bin where the tarball unpacks them.
+std::string cifar_dir(const std::string& dir) {
+  const std::string first = cifar10_batch_names(true)[0];
+  if (!std::filesystem::exists(dir + "/" + first) && std::filesystem::exists(dir + "/cifar-10-batches-bin/" + first)) {
+    return dir + "/cifar-10-batches-bin";
+  }
+  return dir;
+}
+
+ImageDataset load_cifar10(const std::string& data_dir, bool train) {
+  const std::string dir = cifar_dir(data_dir);
+  std::vector<at::Tensor> images, labels;
+  for (const auto& name : cifar10_batch_names(train)) {
+    const std::string path = dir + "/" + name;
+    if (!std::filesystem::exists(path)) {
+      throw IoError(str_cat("missing dataset file ", path,
+                            " (cifar10: --data-dir holds the binary version's data_batch_1..5.bin and test_batch.bin, "
+                            "or the cifar-10-batches-bin folder)"));
+    }
+    auto [x, y] = read_cifar10_batch(path);
+    images.push_back(x);
+    labels.push_back(y);
+  }
+  ImageDataset set;
+  // ToTensor() then Normalize(mean, std) per channel.
+  const at::Tensor mean = at::tensor(at::ArrayRef<float>(kCifarMean, 3)).view({1, 3, 1, 1});
+  const at::Tensor std = at::tensor(at::ArrayRef<float>(kCifarStd, 3)).view({1, 3, 1, 1});
+  set.images = at::cat(images).to(at::kFloat).div_(255).sub_(mean).div_(std).contiguous();
+  set.labels = at::cat(labels);
+  set.description = str_cat("cifar10", train ? " train" : " test", " (", set.size(), " images from ", dir, ")");
+  return set;
+}
+
 // Deterministic images whose class is written into them (a bright 4x4 patch at a
 // class-dependent place over noise), so that models can learn it.
 ImageDataset synthetic(bool train) {
@@ -68,7 +107,7 @@ std::pair<at::Tensor, at::Tensor> ImageDataset::batch(const std::vector<int64_t>
   return {images.index_select(0, index), labels.index_select(0, index)};
 }
 
-std::vector<std::string> dataset_names() { return {"fashion-mnist", "mnist", "synthetic"}; }
+std::vector<std::string> dataset_names() { return {"cifar10", "fashion-mnist", "mnist", "synthetic"}; }
 
 ImageDataset load_dataset(const std::string& name, const std::string& data_dir, bool train) {
   if (name == "fashion-mnist") return load_idx(name, data_dir.empty() ? kFashionMnistDir : data_dir, train);
@@ -76,8 +115,13 @@ ImageDataset load_dataset(const std::string& name, const std::string& data_dir, 
     if (data_dir.empty()) throw InvalidArgumentError("dataset mnist needs --data-dir (the four IDX files)");
     return load_idx(name, data_dir, train);
   }
+  if (name == "cifar10") {
+    if (data_dir.empty()) throw InvalidArgumentError("dataset cifar10 needs --data-dir (the binary version's batches)");
+    return load_cifar10(data_dir, train);
+  }
   if (name == "synthetic") return synthetic(train);
-  throw InvalidArgumentError(str_cat("unknown dataset '", name, "'; known datasets: fashion-mnist, mnist, synthetic"));
+  throw InvalidArgumentError(
+      str_cat("unknown dataset '", name, "'; known datasets: cifar10, fashion-mnist, mnist, synthetic"));
 }
 
 }  // namespace ringtorch

@@ -21,13 +21,18 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "models/registry.h"
+
 namespace ringtorch {
 
 struct LeNetImpl : torch::nn::Module {
-  LeNetImpl();
-  // x: [batch, 1, 28, 28] (or [batch, 784]) -> logits [batch, 10]
+  // For other images than the default 1x28x28, conv1 takes C channels and fc1 takes
+  // 16 * ((H/2 - 4)/2) * ((W/2 - 4)/2) features (16*6*6 for CIFAR's 3x32x32).
+  explicit LeNetImpl(const ImageShape& input = {});
+  // x: [batch, C, H, W] (or [batch, C*H*W]) -> logits [batch, classes]
   torch::Tensor forward(const torch::Tensor& x);
 
+  ImageShape input;
   torch::nn::Conv2d conv1{nullptr}, conv2{nullptr};
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
 };

@@ -2,7 +2,9 @@
 
 namespace ringtorch {
 
-MlpImpl::MlpImpl() { fc = register_module("fc", torch::nn::Linear(784, 10)); }
+MlpImpl::MlpImpl(const ImageShape& input) {
+  fc = register_module("fc", torch::nn::Linear(input.channels * input.height * input.width, input.classes));
+}
 
 torch::Tensor MlpImpl::forward(const torch::Tensor& x) { return fc->forward(x.flatten(1)); }
 

@@ -13,11 +13,14 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "models/registry.h"
+
 namespace ringtorch {
 
 struct MlpImpl : torch::nn::Module {
-  MlpImpl();
-  // x: [batch, 784] or [batch, 1, 28, 28] -> logits [batch, 10]
+  // Linear(C*H*W -> classes): 784 -> 10 for the default 1x28x28.
+  explicit MlpImpl(const ImageShape& input = {});
+  // x: [batch, C*H*W] or [batch, C, H, W] -> logits [batch, classes]
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::Linear fc{nullptr};

@@ -4,10 +4,10 @@
 
 namespace ringtorch {
 
-Mlp3Impl::Mlp3Impl() {
-  fc1 = register_module("fc1", torch::nn::Linear(784, 1024));
+Mlp3Impl::Mlp3Impl(const ImageShape& input) {
+  fc1 = register_module("fc1", torch::nn::Linear(input.channels * input.height * input.width, 1024));
   fc2 = register_module("fc2", torch::nn::Linear(1024, 1024));
-  fc3 = register_module("fc3", torch::nn::Linear(1024, 10));
+  fc3 = register_module("fc3", torch::nn::Linear(1024, input.classes));
 }
 
 torch::Tensor Mlp3Impl::forward(const torch::Tensor& x) {

@@ -16,11 +16,14 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
+#include "models/registry.h"
+
 namespace ringtorch {
 
 struct Mlp3Impl : torch::nn::Module {
-  Mlp3Impl();
-  // x: [batch, 784] or [batch, 1, 28, 28] -> logits [batch, 10]
+  // C*H*W-1024-1024-classes: 784 inputs for the default 1x28x28.
+  explicit Mlp3Impl(const ImageShape& input = {});
+  // x: [batch, C*H*W] or [batch, C, H, W] -> logits [batch, classes]
   torch::Tensor forward(const torch::Tensor& x);
 
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};

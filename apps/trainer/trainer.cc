@@ -7,11 +7,15 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "apps/trainer/device_selection.h"
+#include "apps/trainer/progress.h"
 #include "datasets/distributed_sampler.h"
 #include "datasets/image_dataset.h"
 #include "models/registry.h"
 #include "rendezvous/error.h"
+#include "rendezvous/init_method.h"
 #include "runtime/training/checkpoint.h"
+#include "runtime/training/data_parallel.h"
 #include "runtime/training/distributed_data_parallel.h"
 
 namespace ringtorch {
@@ -28,22 +32,54 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const TrainerOptions& o,
       model.parameters(), torch::optim::SGDOptions(o.lr).momentum(o.momentum).weight_decay(o.weight_decay));
 }
 
+// LOCAL_RANK as ringrun and torchrun set it; 0 when run by hand.
+int local_rank() {
+  const char* text = std::getenv("LOCAL_RANK");
+  return text && *text ? parse_int_in_range(text, 0, 1 << 20, "LOCAL_RANK") : 0;
+}
+
+// The model on its device(s): one module, or DataParallel replicas (its primary is module()).
+struct PlacedModel {
+  torch::nn::AnyModule single;
+  std::unique_ptr<DataParallel> replicas;
+  torch::nn::Module& module() { return replicas ? replicas->module() : *single.ptr(); }
+  torch::Tensor forward(const torch::Tensor& x) { return replicas ? replicas->forward(x) : single.forward(x); }
+};
+
+PlacedModel place_model(const TrainerOptions& o, const ImageShape& shape, const std::vector<c10::Device>& devices) {
+  PlacedModel placed;
+  torch::manual_seed(o.seed);
+  if (devices.size() == 1) {
+    placed.single = make_model(o.model, shape);
+    placed.single.ptr()->to(devices[0]);
+  } else {
+    // Every replica starts from the same seed; DataParallel copies the primary's weights anyway.
+    placed.replicas = std::make_unique<DataParallel>(
+        [&] {
+          torch::manual_seed(o.seed);
+          return make_model(o.model, shape);
+        },
+        devices);
+  }
+  return placed;
+}
+
 // Test accuracy over the whole test set: each rank takes every world_size-th image (no
 // padding, so nothing is counted twice), the counts are summed across ranks.
-std::pair<int64_t, int64_t> evaluate(torch::nn::AnyModule& model, const ImageDataset& test, ProcessGroup& group,
-                                     int batch_size) {
+std::pair<int64_t, int64_t> evaluate(PlacedModel& model, const ImageDataset& test, ProcessGroup& group,
+                                     int batch_size, const c10::Device& device) {
   torch::NoGradGuard no_grad;
-  model.ptr()->eval();
+  model.module().eval();
   int64_t correct = 0, total = 0;
   std::vector<int64_t> indices;
   for (int64_t i = group.rank(); i < test.size(); i += group.size()) indices.push_back(i);
   for (size_t start = 0; start < indices.size(); start += batch_size) {
     std::vector<int64_t> chunk(indices.begin() + start, indices.begin() + std::min(indices.size(), start + batch_size));
     auto [x, y] = test.batch(chunk);
-    correct += model.forward(x).argmax(1).eq(y).sum().item<int64_t>();
+    correct += model.forward(x.to(device)).argmax(1).cpu().eq(y).sum().item<int64_t>();
     total += static_cast<int64_t>(chunk.size());
   }
-  model.ptr()->train();
+  model.module().train();
   at::Tensor counts = at::tensor({correct, total}, at::kLong);
   group.allreduce(counts, ReduceOp::kSum);
   return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
@@ -63,6 +99,10 @@ void validate(const TrainerOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adam") bad("--optimizer", o.optimizer, "use sgd or adam");
   if (o.threads < 0) bad("--threads", std::to_string(o.threads), "must not be negative");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume", "", "needs --checkpoint-dir");
+  if (o.log_interval < 0) bad("--log-interval", std::to_string(o.log_interval), "must not be negative");
+  parse_progress_style(o.progress, stdout);
+  // The flags' own errors (names, repeats); whether the CUDA devices exist is checked in train().
+  if (o.devices.empty()) select_devices(o.device, o.gpus, 0, /*cuda_device_count=*/1024);
 }
 
 std::string TrainingReport::to_json() const {
@@ -84,17 +124,28 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   const ImageDataset train_set = load_dataset(o.dataset, o.data_dir, /*train=*/true);
   const ImageDataset test_set = load_dataset(o.dataset, o.data_dir, /*train=*/false);
   if (rank == 0) std::printf("%s; %s\n", train_set.description.c_str(), test_set.description.c_str());
-  torch::manual_seed(o.seed);
-  torch::nn::AnyModule model = make_model(o.model);
-  DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&group, [](ProcessGroup*) {}));
-  auto optimizer = make_optimizer(o, *model.ptr());
+  DeviceSelection selection;
+  if (!o.devices.empty()) {
+    selection.devices = o.devices;
+  } else {
+    selection = select_devices(o.device, o.gpus, local_rank(), static_cast<int>(torch::cuda::device_count()));
+  }
+  if (!selection.note.empty() && rank == 0) std::printf("%s\n", selection.note.c_str());
+  const c10::Device device = selection.devices[0];
+  const ImageShape shape{train_set.channels(), train_set.height(), train_set.width(), ImageDataset::kClasses};
+  PlacedModel model = place_model(o, shape, selection.devices);
+  const std::shared_ptr<ProcessGroup> borrowed(&group, [](ProcessGroup*) {});
+  std::unique_ptr<DistributedDataParallel> ddp =
+      model.replicas ? std::make_unique<DistributedDataParallel>(*model.replicas, borrowed)
+                     : std::make_unique<DistributedDataParallel>(model.single, borrowed);
+  auto optimizer = make_optimizer(o, model.module());
 
   TrainingProgress progress;
   std::optional<Checkpointer> checkpoints;
   if (!o.checkpoint_dir.empty()) {
     checkpoints.emplace(o.checkpoint_dir);
     if (o.resume) {
-      if (auto resumed = checkpoints->load_latest(*model.ptr(), optimizer.get())) {
+      if (auto resumed = checkpoints->load_latest(model.module(), optimizer.get())) {
         progress = *resumed;
         if (rank == 0) std::printf("Resumed from epoch %lld (step %lld)\n", (long long)progress.epoch, (long long)progress.step);
       }
@@ -108,7 +159,9 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   DistributedSampler sampler(train_set.size(), world, rank, {/*shuffle=*/true, o.seed, /*drop_last=*/false});
   TrainingReport report;
   report.world_size = world;
-  report.device = "cpu";
+  report.device = selection.describe();
+  ProgressReporter reporter(stdout, rank == 0 ? parse_progress_style(o.progress, stdout) : ProgressStyle::kOff,
+                            o.log_interval);
   int64_t trained_samples = 0;
   double trained_seconds = 0;
   for (int64_t epoch = progress.epoch; epoch < o.epochs; ++epoch) {
@@ -117,23 +170,21 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     const auto epoch_start = Clock::now();
     double loss_sum = 0;
     int64_t batches = 0;
+    reporter.begin_epoch(epoch, o.epochs, static_cast<int64_t>(mine.size()) * world);
     for (size_t start = static_cast<size_t>(progress.samples_in_epoch); start < mine.size(); start += o.batch_size) {
       std::vector<int64_t> chunk(mine.begin() + start, mine.begin() + std::min(mine.size(), start + o.batch_size));
       auto [x, y] = train_set.batch(chunk);
       optimizer->zero_grad();
-      at::Tensor loss = torch::cross_entropy_loss(ddp.forward(x), y);
+      at::Tensor loss = torch::cross_entropy_loss(ddp->forward(x.to(device)), y.to(device));
       loss.backward();
       optimizer->step();
-      loss_sum += loss.item<double>();
+      const double batch_loss = loss.item<double>();
+      loss_sum += batch_loss;
       ++batches;
       ++progress.step;
-      if (rank == 0 && o.log_interval > 0 && batches % o.log_interval == 0) {
-        const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
-        std::printf("  epoch %lld: %zu/%zu samples, %.0f samples/s (all ranks), loss %.4f\n", (long long)epoch + 1,
-                    start + chunk.size(), mine.size(), (start + chunk.size()) * world / seconds, loss.item<double>());
-        std::fflush(stdout);
-      }
+      reporter.update(static_cast<int64_t>(start + chunk.size()) * world, batches, batch_loss);
     }
+    reporter.end_epoch();
     const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     trained_seconds += seconds;
     trained_samples += static_cast<int64_t>(mine.size() - progress.samples_in_epoch) * world;
@@ -143,7 +194,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     std::fflush(stdout);
     at::Tensor losses = at::full({1}, mean_loss, at::kDouble);
     group.allreduce(losses, ReduceOp::kAvg);
-    const auto [correct, total] = evaluate(model, test_set, group, 1000);
+    const auto [correct, total] = evaluate(model, test_set, group, 1000, device);
     report.final_loss = losses.item<double>();
     report.test_accuracy = static_cast<double>(correct) / total;
     report.epoch_seconds.push_back(seconds);
@@ -161,11 +212,11 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     }
     progress.epoch = epoch + 1;
     progress.metadata = {{"model", o.model}, {"dataset", o.dataset}, {"world_size", std::to_string(world)}};
-    if (checkpoints) checkpoints->save(*model.ptr(), optimizer.get(), progress, &group);
+    if (checkpoints) checkpoints->save(model.module(), optimizer.get(), progress, &group);
   }
   report.samples_per_second = trained_seconds > 0 ? trained_samples / trained_seconds : 0;
   double checksum = 0;
-  for (const auto& p : model.ptr()->parameters()) checksum += p.detach().to(at::kDouble).sum().item<double>();
+  for (const auto& p : model.module().parameters()) checksum += p.detach().to(at::kDouble).sum().item<double>();
   at::Tensor mine = at::full({1}, checksum, at::kDouble), all = at::empty({world}, at::kDouble);
   group.allgather(mine, all);
   report.parameter_checksums.assign(all.data_ptr<double>(), all.data_ptr<double>() + world);

@@ -27,9 +27,33 @@ assert len(lines) == 1 and lines[0]["epoch"] == 1, lines
 print("ringtrain mlp: accuracy %.4f, %.0f samples/s, ranks identical" % (r["test_accuracy"], r["samples_per_s"]))
 PY
 
-out=$(run --model mlp --epochs 2 --checkpoint-dir "$dir/ck" --resume) || { echo "$out"; exit 1; }
+# The resumed run also draws the progress bar (forced: ringrun's pipes are no terminal).
+out=$(run --model mlp --epochs 2 --checkpoint-dir "$dir/ck" --resume --progress bar) || { echo "$out"; exit 1; }
 grep -q "Resumed from epoch 1" <<<"$out" || { echo "$out"; echo "FAILED: no resume"; exit 1; }
 if grep -q "Epoch \[1/2\]" <<<"$out"; then echo "$out"; echo "FAILED: epoch 1 ran again"; exit 1; fi
+grep -q $'\repoch 2/2 \[####################\] 100%  60000/60000' <<<"$out" ||
+  { echo "$out" | cat -A | head -20; echo "FAILED: no progress bar"; exit 1; }
+
+# On a terminal (a pty from script(1)), --progress auto draws the bar; one rank by hand, env://.
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+out=$(MASTER_ADDR=127.0.0.1 MASTER_PORT=$port WORLD_SIZE=1 RANK=0 timeout 120 \
+  script -qec "$ringtrain --dataset synthetic --model mlp --epochs 1" /dev/null) || { echo "$out"; exit 1; }
+grep -q $'\repoch 1/1 \[' <<<"$out" || { echo "$out" | cat -A | head; echo "FAILED: no bar on a terminal"; exit 1; }
+
+# CIFAR-10 binary batches (written here in the real format) with resnet20: BatchNorm buffers
+# broadcast, per-channel normalisation, checkpoint; both ranks end identical.
+/usr/bin/python3 "$(dirname "$0")/make_cifar10.py" "$dir/cifar" 200
+out=$(run --dataset cifar10 --data-dir "$dir/cifar" --model resnet20 --epochs 1 --batch-size 32 --lr 0.05 \
+  --checkpoint-dir "$dir/ck-cifar") || { echo "$out"; exit 1; }
+grep -q "cifar10 train (1000 images from $dir/cifar/cifar-10-batches-bin)" <<<"$out" || { echo "$out"; exit 1; }
+json=$(grep -o '{"device".*' <<<"$out")
+/usr/bin/python3 - "$json" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["world_size"] == 2 and len(set(r["parameter_checksums"])) == 1, r
+print("ringtrain resnet20 on cifar10 batches: accuracy %.3f, ranks identical" % r["test_accuracy"])
+PY
+ls "$dir/ck-cifar"/checkpoint-*.pt >/dev/null || { echo "FAILED: no resnet20 checkpoint"; exit 1; }
 
 expect_error() {
   local want=$1; shift
@@ -39,7 +63,7 @@ expect_error() {
   grep -q -- "$want" <<<"$out" || { echo "$out"; echo "FAILED: no '$want' for: $*"; exit 1; }
   echo "bad input ($*): exit $rc, says '$want'"
 }
-expect_error "unknown model 'resnet9000'; known models: lenet, mlp, mlp3" --model resnet9000
+expect_error "unknown model 'resnet9000'; known models: lenet, mlp, mlp3, resnet20" --model resnet9000
 expect_error "unknown dataset 'imagenet'" --dataset imagenet
 expect_error "--batch-size: 0 is outside \[1, 1048576\]" --batch-size 0
 expect_error "missing dataset file $dir/none/train-images-idx3-ubyte" --dataset mnist --data-dir "$dir/none"
@@ -51,6 +75,16 @@ cp "$data/t10k-labels-idx1-ubyte.gz" "$dir/bad/train-labels-idx1-ubyte.gz"
 cp "$data/train-images-idx3-ubyte.gz" "$dir/bad/"
 rm "$dir/bad/train-images-idx3-ubyte"
 expect_error "has 10000 labels but .* has 60000 images" --dataset mnist --data-dir "$dir/bad"
+head -c 5000 "$dir/cifar/cifar-10-batches-bin/data_batch_1.bin" > "$dir/bad/data_batch_1.bin"
+for b in 2 3 4 5; do cp "$dir/cifar/cifar-10-batches-bin/data_batch_$b.bin" "$dir/bad/"; done
+expect_error "data_batch_1.bin: 5000 bytes is not a whole number of 3073-byte CIFAR-10 records" \
+  --dataset cifar10 --data-dir "$dir/bad"
+if [ ! -e /dev/nvidia0 ]; then
+  expect_error "--device cuda: no CUDA device is visible" --device cuda
+fi
+expect_error "--gpus 0,0: a device is listed twice" --gpus 0,0
+expect_error "--gpus 0: needs --device cuda or auto" --device cpu --gpus 0
+expect_error "--progress fancy: use auto, bar, lines or off" --progress fancy
 echo '{"model": "mlp", "epochs": "many"}' > "$dir/bad.json"
 expect_error "--config $dir/bad.json: key 'epochs' = \"many\": --epochs: 'many' is not an integer" --config "$dir/bad.json"
 echo '{"modle": "mlp"}' > "$dir/bad2.json"

@@ -1,0 +1,136 @@
+// The trainer's pieces that need no launcher: device selection (every rule, with pretend CUDA
+// device counts: the GPU itself cannot be tested here), the progress display, and train() with
+// DataParallel inside each rank (two CPU "devices") matching one device per rank.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+
+#include "apps/trainer/device_selection.h"
+#include "apps/trainer/progress.h"
+#include "apps/trainer/trainer.h"
+#include "rendezvous/error.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgumentError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InvalidArgumentError";
+  return "";
+}
+
+TEST(DeviceSelection, AutoTakesTheLocalRanksGpuOrFallsBackToCpuWithANote) {
+  auto one = select_devices("auto", {}, 1, 2);
+  EXPECT_EQ(one.describe(), "cuda:1");
+  EXPECT_TRUE(one.note.empty());
+  auto cpu = select_devices("auto", {}, 1, 0);
+  EXPECT_EQ(cpu.describe(), "cpu");
+  EXPECT_EQ(cpu.note, "no CUDA device visible: training on CPU");
+  auto ignored = select_devices("auto", {0, 1}, 0, 0);
+  EXPECT_EQ(ignored.describe(), "cpu");
+  EXPECT_NE(ignored.note.find("--gpus 0,1 ignored"), std::string::npos);
+  auto shared = select_devices("cuda", {}, 3, 2);
+  EXPECT_EQ(shared.describe(), "cuda:1");
+  EXPECT_NE(shared.note.find("ranks share GPUs"), std::string::npos);
+}
+
+TEST(DeviceSelection, ExplicitChoices) {
+  EXPECT_EQ(select_devices("cpu", {}, 0, 4).describe(), "cpu");
+  EXPECT_EQ(select_devices("cuda:2", {}, 0, 4).describe(), "cuda:2");
+  EXPECT_EQ(select_devices("auto", {2, 0}, 1, 4).describe(), "cuda:2,cuda:0");
+  EXPECT_EQ(parse_device_ids("0,1,3"), (std::vector<int>{0, 1, 3}));
+}
+
+TEST(DeviceSelection, BadChoicesNameTheFlag) {
+  EXPECT_NE(error_of([] { select_devices("gpu", {}, 0, 1); }).find("--device gpu: use auto, cpu, cuda or cuda:N"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { select_devices("cuda", {}, 0, 0); }).find("--device cuda: no CUDA device is visible"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { select_devices("cuda:3", {}, 0, 2); }).find("cuda:3 does not exist; 2 CUDA device(s)"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { select_devices("auto", {0, 5}, 0, 2); }).find("--gpus 0,5: cuda:5 does not exist"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { select_devices("cpu", {0}, 0, 2); }).find("--gpus 0: needs --device cuda or auto"),
+            std::string::npos);
+  EXPECT_NE(error_of([] { select_devices("auto", {1, 1}, 0, 2); }).find("listed twice"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_device_ids("0,x"); }).find("--gpus"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_device_ids("0,"); }).find("--gpus"), std::string::npos);
+}
+
+std::string read_back(std::FILE* f) {
+  std::rewind(f);
+  std::string text;
+  char buffer[4096];
+  while (size_t n = std::fread(buffer, 1, sizeof(buffer), f)) text.append(buffer, n);
+  return text;
+}
+
+TEST(Progress, BarRedrawsInPlaceAndEndsTheEpochWithANewline) {
+  std::FILE* f = std::tmpfile();
+  ProgressReporter bar(f, ProgressStyle::kBar, 100);
+  bar.begin_epoch(0, 3, 1000);
+  bar.update(500, 1, 0.75);
+  bar.update(1000, 2, 0.5);  // the last batch is always drawn
+  bar.end_epoch();
+  const std::string text = read_back(f);
+  EXPECT_NE(text.find("\repoch 1/3 [##########..........]  50%  500/1000"), std::string::npos) << text;
+  EXPECT_NE(text.find("\repoch 1/3 [####################] 100%  1000/1000"), std::string::npos) << text;
+  EXPECT_NE(text.find("loss 0.5000\033[K\n"), std::string::npos) << text;
+  std::fclose(f);
+}
+
+TEST(Progress, LinesEveryLogIntervalAndAutoIsLinesOffATerminal) {
+  std::FILE* f = std::tmpfile();
+  EXPECT_EQ(parse_progress_style("auto", f), ProgressStyle::kLines);
+  ProgressReporter lines(f, ProgressStyle::kLines, 2);
+  lines.begin_epoch(1, 3, 600);
+  for (int b = 1; b <= 5; ++b) lines.update(b * 100, b, 1.0 / b);
+  lines.end_epoch();
+  const std::string text = read_back(f);
+  EXPECT_NE(text.find("  epoch 2: 200/600 samples, "), std::string::npos) << text;
+  EXPECT_NE(text.find("  epoch 2: 400/600 samples, "), std::string::npos) << text;
+  EXPECT_EQ(text.find("300/600"), std::string::npos) << text;
+  EXPECT_EQ(text.find('\r'), std::string::npos) << text;
+  EXPECT_NE(error_of([&] { parse_progress_style("fancy", f); }).find("--progress fancy"), std::string::npos);
+  std::fclose(f);
+}
+
+// Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
+// device each: DataParallel's summed half-batch gradients are the full batch's.
+TEST(Trainer, DataParallelInsideEachRankMatchesOneDevicePerRank) {
+  auto run = [](std::vector<c10::Device> devices) {
+    std::vector<TrainingReport> reports(2);
+    testing::on_thread_ranks(
+        2,
+        [&](ProcessGroup& group) {
+          TrainerOptions o;
+          o.dataset = "synthetic";
+          o.model = "mlp";
+          o.progress = "off";
+          o.devices = devices;
+          reports[group.rank()] = train(o, group);
+        },
+        std::chrono::milliseconds(120000));
+    return reports;
+  };
+  const auto single = run({c10::Device("cpu")});
+  const auto replicated = run({c10::Device("cpu"), c10::Device("cpu")});
+  EXPECT_EQ(single[0].device, "cpu");
+  EXPECT_EQ(replicated[0].device, "cpu,cpu");
+  ASSERT_EQ(replicated[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(replicated[0].parameter_checksums[0], replicated[0].parameter_checksums[1]);
+  EXPECT_NEAR(replicated[0].parameter_checksums[0], single[0].parameter_checksums[0],
+              1e-3 * std::max(1.0, std::fabs(single[0].parameter_checksums[0])));
+  EXPECT_GT(replicated[0].test_accuracy, 0.9);  // the synthetic classes are easy
+  EXPECT_NEAR(replicated[0].test_accuracy, single[0].test_accuracy, 0.005);
+}
+
+}  // namespace
+}  // namespace ringtorch
