@@ -8,6 +8,7 @@
 
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/reduce_kernels.h"
+#include "runtime/comm/shm/local_collectives.h"
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
@@ -113,10 +114,21 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   const int size = size_, rank = rank_;
   auto scratch = scratch_;
   const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, input.nbytes(), size_);
+  LocalCollectives* local =
+      shared_memory_only() && allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? local_.get() : nullptr;
   return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op},
                 str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output}, timeout,
                 [=](uint32_t tag) mutable {
                   if (output.numel() == 0) return;
+                  if (local) {
+                    local->reduce_scatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
+                                          output.element_size(), reduce,
+                                          LocalCall{3, output.numel(), static_cast<int64_t>(output.scalar_type()),
+                                                    static_cast<int64_t>(op)},
+                                          timeout);
+                    if (op == ReduceOp::kAvg) output.div_(size);
+                    return;
+                  }
                   at::Tensor all = input.clone();  // the caller's input stays untouched
                   allreduce_buffer(context, all.data_ptr(), static_cast<size_t>(all.numel()), all.element_size(),
                                    reduce, algorithm, tag, timeout, *scratch);

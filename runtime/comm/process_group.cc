@@ -9,6 +9,7 @@
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -19,6 +20,7 @@
 #include "rendezvous/store_wait.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/reduce_kernels.h"
+#include "runtime/comm/shm/host_plan.h"
 #include "runtime/comm/socket_device.h"
 #include "runtime/comm/tensor_checks.h"
 
@@ -37,6 +39,16 @@ std::chrono::milliseconds resolve_timeout(const ProcessGroupOptions& options, st
 // asleep, because the calling thread is about to run the operation itself.
 thread_local const ProcessGroup* deferred_wake_up = nullptr;
 
+// Set while a group creates its cross-host subgroups: they neither plan shared memory (one
+// rank per host) nor announce their path.
+thread_local bool creating_cross_host_groups = false;
+
+bool shared_memory_enabled(const ProcessGroupOptions& options) {
+  if (options.shared_memory) return *options.shared_memory;
+  const char* env = std::getenv("RINGTORCH_SHM");
+  return !(env && std::string(env) == "0");
+}
+
 }  // namespace
 
 ProcessGroup::ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout)
@@ -44,6 +56,7 @@ ProcessGroup::ProcessGroup(int rank, int size, std::string name, std::chrono::mi
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, ProcessGroupOptions options) {
   if (!options.timeout) options.timeout = rdzv.timeout;
+  if (options.segment_tag.empty()) options.segment_tag = str_cat(rdzv.run_id, "-", rdzv.restart, "-", rdzv.round);
   return create(rdzv.store, rdzv.rank, rdzv.world_size, rdzv.master_addr, std::move(options));
 }
 
@@ -84,6 +97,36 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
     group->detail_ = *options.debug_detail;
   } else if (const char* debug = std::getenv("RINGTORCH_DEBUG")) {
     group->detail_ = std::string(debug) == "DETAIL";
+  }
+  if (creating_cross_host_groups) {
+    group->path_ = "Gloo over TCP (the cross-host part of a hierarchical group)";
+  } else if (size > 1) {
+    const std::string tag = (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
+    std::string identity = options.host_identity;
+    if (const char* env = std::getenv("RINGTORCH_HOST_ID"); identity.empty() && env && *env) identity = env;
+    HostPlan plan = plan_hosts(*group_store, rank, size, tag, shared_memory_enabled(options),
+                               identity.empty() ? host_identity() : identity);
+    group->path_ = plan.why;
+    group->local_ = std::move(plan.local);
+    group->hosts_ = plan.hosts;
+    if (group->local_ && plan.hosts > 1) {
+      creating_cross_host_groups = true;
+      try {
+        for (size_t i = 0; i < plan.cross_host_groups.size(); ++i) {
+          ProcessGroupOptions cross = options;
+          cross.name = str_cat(options.name, ".hosts", i);
+          auto subgroup = group->new_group(plan.cross_host_groups[i], cross);
+          if (subgroup->is_member()) group->cross_host_ = subgroup;
+        }
+      } catch (...) {
+        creating_cross_host_groups = false;
+        throw;
+      }
+      creating_cross_host_groups = false;
+    }
+    if (rank == 0) std::fprintf(stderr, "[ringtorch] group '%s': %s\n", options.name.c_str(), group->path_.c_str());
+  } else {
+    group->path_ = "a group of one rank: nothing to exchange";
   }
   group->worker_ = std::thread(&ProcessGroup::worker_loop, group.get());
   return group;
@@ -173,6 +216,8 @@ void ProcessGroup::shutdown() {
   queue_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   context_.reset();
+  local_.reset();
+  if (cross_host_) cross_host_->shutdown();
 }
 
 std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std::string& detail,
@@ -261,6 +306,12 @@ void ProcessGroup::execute(Task& task) {
     try {
       if (detail_) check_signatures_agree(task.call, task.work->description(), task.tag);
       task.run(task.tag);
+    } catch (const MismatchError& e) {
+      // The shared-memory path compares calls itself; say which call, as DETAIL mode does.
+      const std::string what = e.what();
+      failure = what.rfind("shared memory:", 0) == 0
+                    ? std::make_exception_ptr(MismatchError(task.work->description() + ": " + what))
+                    : std::current_exception();
     } catch (const Error&) {
       failure = std::current_exception();
     } catch (const std::exception& e) {
@@ -341,12 +392,34 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   const int size = size_;
   auto scratch = scratch_;
   const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, tensor.nbytes(), size_);
-  const std::string detail =
-      str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ", allreduce_algorithm_name(algorithm));
+  // A forced algorithm (not auto) is a request for Gloo's.
+  LocalCollectives* local = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? local_.get() : nullptr;
+  ProcessGroup* cross_host = cross_host_.get();
+  const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
+                                     !local                ? allreduce_algorithm_name(algorithm)
+                                     : hosts_ == 1 ? "shared memory"
+                                                   : "hierarchical");
   return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, timeout,
                 [=](uint32_t tag) mutable {
-                  allreduce_buffer(context, tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                                   tensor.element_size(), reduce, algorithm, tag, timeout, *scratch);
+                  if (local) {
+                    const auto dtype = tensor.scalar_type();
+                    // Across hosts, each rank's reduced slice is summed with the same slice of
+                    // the other hosts over TCP (avg divides once, at the end).
+                    const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+                    std::function<void(void*, size_t)> between_hosts;
+                    if (cross_host) {
+                      between_hosts = [=](void* slice, size_t count) {
+                        cross_host->allreduce(as_tensor(slice, static_cast<int64_t>(count), dtype), cross_op, timeout);
+                      };
+                    }
+                    local->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), tensor.element_size(),
+                                     reduce, LocalCall{0, tensor.numel(), static_cast<int64_t>(dtype),
+                                                       static_cast<int64_t>(op)},
+                                     timeout, between_hosts);
+                  } else {
+                    allreduce_buffer(context, tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
+                                     tensor.element_size(), reduce, algorithm, tag, timeout, *scratch);
+                  }
                   if (op == ReduceOp::kAvg) tensor.div_(size);
                 });
 }
@@ -358,9 +431,15 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
   check_root("broadcast", root);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
+  LocalCollectives* local = shared_memory_only() ? local_.get() : nullptr;
   return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root},
                 str_cat(tensor_summary(tensor), " from rank ", root), {tensor}, timeout, [=](uint32_t tag) {
                   if (tensor.numel() == 0) return;
+                  if (local) {
+                    return local->broadcast(tensor.data_ptr(), tensor.nbytes(), root,
+                                            LocalCall{1, tensor.numel(), static_cast<int64_t>(tensor.scalar_type()), root},
+                                            timeout);
+                  }
                   gloo::BroadcastOptions opts(context);
                   opts.setOutput<uint8_t>(data_as<uint8_t>(tensor), tensor.nbytes());
                   opts.setRoot(root);
@@ -378,9 +457,15 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
   check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
+  LocalCollectives* local = shared_memory_only() ? local_.get() : nullptr;
   return submit({"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"),
                 {input, output}, timeout, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
+                  if (local) {
+                    return local->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
+                                            LocalCall{2, input.numel(), static_cast<int64_t>(input.scalar_type()), 0},
+                                            timeout);
+                  }
                   gloo::AllgatherOptions opts(context);
                   opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
                   opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
@@ -433,7 +518,9 @@ std::shared_ptr<Work> ProcessGroup::barrier_async(std::optional<std::chrono::mil
   check_member("barrier");
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
+  LocalCollectives* local = shared_memory_only() ? local_.get() : nullptr;
   return submit({"barrier"}, str_cat(size_, " ranks"), {}, timeout, [=](uint32_t tag) {
+    if (local) return local->barrier(timeout);
     gloo::BarrierOptions opts(context);
     opts.setTag(tag);
     opts.setTimeout(timeout);

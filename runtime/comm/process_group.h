@@ -47,6 +47,8 @@ class Context;
 
 namespace ringtorch {
 
+class LocalCollectives;
+
 struct Rendezvous;
 
 struct ProcessGroupOptions {
@@ -61,6 +63,16 @@ struct ProcessGroupOptions {
   std::optional<bool> debug_detail;
   // All-reduce (and reduce_scatter) algorithm; default: RINGTORCH_ALLREDUCE_ALGORITHM, else auto.
   std::optional<AllreduceAlgorithm> allreduce_algorithm;
+  // Ranks that share a host reduce through shared memory (docs/process_group.md, "Shared
+  // memory"); default: RINGTORCH_SHM (0: off), else on. Falls back to TCP by itself. An
+  // explicitly chosen all-reduce algorithm (not auto) keeps all-reduce on Gloo.
+  std::optional<bool> shared_memory;
+  // Names the shared-memory segment ("<run id>-<restart>-<round>"; create(rdzv) sets it), so
+  // the launcher can remove what a crashed run left.
+  std::string segment_tag;
+  // Which host this rank is on, for grouping ranks by host; default: RINGTORCH_HOST_ID, else
+  // hostname + boot id. Tests and network-namespace clusters use it to act as several hosts.
+  std::string host_identity;
 };
 
 class ProcessGroup {
@@ -80,6 +92,9 @@ class ProcessGroup {
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const std::string& network() const { return network_; }  // which interface, and why
+  // Which path the collectives take, and why ("shared memory: all 2 ranks on host ...",
+  // "Gloo over TCP: no two ranks share a host ..."); rank 0 prints it once at creation.
+  const std::string& path() const { return path_; }
 
   std::shared_ptr<Work> allreduce_async(at::Tensor tensor, ReduceOp op = ReduceOp::kSum,
                                         std::optional<std::chrono::milliseconds> timeout = std::nullopt);
@@ -227,6 +242,13 @@ class ProcessGroup {
   const std::string name_;
   const std::chrono::milliseconds timeout_;
   std::string network_;                    // constant after create()
+  std::string path_;                       // constant after create()
+  // Constant after create(): the same-host segment (null: TCP only), the number of hosts, and
+  // (several hosts) the group of ranks with this rank's local index on the other hosts.
+  std::unique_ptr<LocalCollectives> local_;
+  int hosts_ = 1;
+  std::shared_ptr<ProcessGroup> cross_host_;
+  bool shared_memory_only() const { return local_ && hosts_ == 1; }
   bool member_ = true;                     // constant after create(); false: this rank is outside the subgroup
   std::string members_;                    // constant after create(); "0, 2" for messages
   c10::intrusive_ptr<c10d::Store> store_;  // constant after create(); subgroups prefix it

@@ -1,0 +1,334 @@
+#include "runtime/comm/shm/local_collectives.h"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <new>
+#include <thread>
+
+#include "rendezvous/error.h"
+
+namespace ringtorch {
+namespace {
+
+constexpr uint64_t kMagic = 0x72696e67746f7263ULL;  // "ringtorc"
+// Spinning costs a core but answers in well under a microsecond; after this many rounds the
+// waiter sleeps on the futex instead.
+constexpr int kSpinRounds = 4000;
+constexpr std::chrono::milliseconds kSleepSlice(10);
+constexpr std::chrono::milliseconds kLivenessInterval(100);
+
+struct alignas(64) RankState {
+  std::atomic<uint32_t> arrived;  // barriers this rank has arrived at
+  int32_t pid;
+  int64_t call[4];  // the current call (LocalCall), written before arriving
+};
+
+struct alignas(64) Header {
+  uint64_t magic;
+  uint64_t nonce;
+  uint64_t slot_bytes;
+  uint32_t local_size;
+  alignas(64) std::atomic<uint32_t> bell;      // bumped by every arrival: what sleepers wait on
+  std::atomic<uint32_t> sleepers;              // ranks inside a futex wait (wake only when > 0)
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
+
+size_t data_offset(int local_size) {
+  const size_t end = sizeof(Header) + sizeof(RankState) * static_cast<size_t>(local_size);
+  return (end + 4095) / 4096 * 4096;
+}
+
+Header* header(void* base) { return static_cast<Header*>(base); }
+RankState* rank_state(void* base, int r) {
+  return reinterpret_cast<RankState*>(static_cast<uint8_t*>(base) + sizeof(Header)) + r;
+}
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// A pid that no longer runs (or is a zombie nobody has reaped yet).
+bool process_gone(int pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;  // no /proc (or another pid namespace): trust kill
+  const size_t paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
+}
+
+bool reached(uint32_t arrived, uint32_t target) { return static_cast<int32_t>(arrived - target) >= 0; }
+
+const char* const kCallNames[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
+
+}  // namespace
+
+std::string LocalCall::describe() const {
+  const char* name = op >= 0 && op < static_cast<int64_t>(std::size(kCallNames)) ? kCallNames[op] : "?";
+  const char* dtype_text = c10::toString(static_cast<c10::ScalarType>(dtype));
+  return op == 1 ? str_cat(name, " of ", count, " ", dtype_text, " from rank ", detail)
+                 : str_cat(name, " of ", count, " ", dtype_text);
+}
+
+size_t LocalCollectives::segment_bytes(int local_size, size_t slot_bytes) {
+  return data_offset(local_size) + slot_bytes * (static_cast<size_t>(local_size) + 2);
+}
+
+void LocalCollectives::initialise(void* segment, int local_size, size_t slot_bytes, uint64_t nonce) {
+  Header* h = new (segment) Header();
+  h->slot_bytes = slot_bytes;
+  h->local_size = static_cast<uint32_t>(local_size);
+  h->bell.store(0);
+  h->sleepers.store(0);
+  for (int r = 0; r < local_size; ++r) {
+    RankState* s = new (rank_state(segment, r)) RankState();
+    s->arrived.store(0);
+    s->pid = 0;
+  }
+  h->nonce = nonce;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  h->magic = kMagic;
+}
+
+LocalCollectives::LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks,
+                                   size_t slot_bytes, uint64_t nonce)
+    : segment_(std::move(segment)), local_rank_(local_rank), global_ranks_(std::move(global_ranks)),
+      slot_bytes_(slot_bytes) {
+  Header* h = header(segment_.data());
+  if (h->magic != kMagic || h->nonce != nonce || h->local_size != global_ranks_.size() || h->slot_bytes != slot_bytes) {
+    throw IoError(str_cat("shared memory ", segment_.name(), " is not the one this group's first local rank created"));
+  }
+  rank_state(segment_.data(), local_rank_)->pid = static_cast<int32_t>(::getpid());
+}
+
+uint8_t* LocalCollectives::slot(int r) const {
+  return static_cast<uint8_t*>(segment_.data()) + data_offset(local_size()) + slot_bytes_ * static_cast<size_t>(r);
+}
+
+uint8_t* LocalCollectives::result_area(uint64_t parity) const { return slot(local_size() + static_cast<int>(parity & 1)); }
+
+void LocalCollectives::meet(Deadline deadline, const LocalCall* call) {
+  void* base = segment_.data();
+  Header* h = header(base);
+  RankState* me = rank_state(base, local_rank_);
+  if (call) {
+    me->call[0] = call->op;
+    me->call[1] = call->count;
+    me->call[2] = call->dtype;
+    me->call[3] = call->detail;
+  }
+  const uint32_t target = ++barriers_;
+  me->arrived.store(target);  // seq_cst: the slot's data and `call` are visible to whoever sees it
+  h->bell.fetch_add(1);
+  if (h->sleepers.load() > 0) futex(&h->bell, FUTEX_WAKE, INT_MAX, nullptr);
+
+  const int n = local_size();
+  auto all_arrived = [&] {
+    for (int r = 0; r < n; ++r) {
+      if (!reached(rank_state(base, r)->arrived.load(), target)) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < kSpinRounds; ++i) {
+    if (all_arrived()) {
+      if (call) check_calls_agree(*call);
+      return;
+    }
+    cpu_relax();
+  }
+  auto last_liveness_check = std::chrono::steady_clock::now();
+  while (true) {
+    h->sleepers.fetch_add(1);
+    const uint32_t bell = h->bell.load();
+    if (all_arrived()) {
+      h->sleepers.fetch_sub(1);
+      break;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      h->sleepers.fetch_sub(1);
+      fail_waiting(target, /*timed_out=*/true, timeout_);
+    }
+    const auto slice = std::min<std::chrono::nanoseconds>(kSleepSlice, deadline - now);
+    timespec ts{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
+    futex(&h->bell, FUTEX_WAIT, bell, &ts);
+    h->sleepers.fetch_sub(1);
+    if (all_arrived()) break;
+    if (std::chrono::steady_clock::now() - last_liveness_check >= kLivenessInterval) {
+      last_liveness_check = std::chrono::steady_clock::now();
+      for (int r = 0; r < n; ++r) {
+        if (!reached(rank_state(base, r)->arrived.load(), target) && process_gone(rank_state(base, r)->pid)) {
+          fail_waiting(target, /*timed_out=*/false, timeout_);
+        }
+      }
+    }
+  }
+  if (call) check_calls_agree(*call);
+}
+
+void LocalCollectives::check_calls_agree(const LocalCall& mine) {
+  std::string differing;
+  for (int r = 0; r < local_size(); ++r) {
+    const RankState* s = rank_state(segment_.data(), r);
+    const LocalCall theirs{s->call[0], s->call[1], s->call[2], s->call[3]};
+    if (theirs.op != mine.op || theirs.count != mine.count || theirs.dtype != mine.dtype ||
+        theirs.detail != mine.detail) {
+      differing += str_cat("; rank ", global_ranks_[r], " called ", theirs.describe());
+    }
+  }
+  if (!differing.empty()) {
+    throw MismatchError(str_cat("shared memory: this rank called ", mine.describe(), differing,
+                                "; every rank must call the same collectives, in the same order, with the same sizes "
+                                "and dtypes"));
+  }
+}
+
+void LocalCollectives::fail_waiting(uint32_t target, bool timed_out, std::chrono::milliseconds timeout) {
+  std::string missing;
+  for (int r = 0; r < local_size(); ++r) {
+    const RankState* s = rank_state(segment_.data(), r);
+    if (reached(s->arrived.load(), target)) continue;
+    const bool gone = process_gone(s->pid);
+    if (timed_out || gone) {
+      missing += str_cat(missing.empty() ? "" : ", ", "peer rank ", global_ranks_[r], " (pid ", s->pid,
+                         gone ? ", exited" : ", alive but not arriving", ")");
+    }
+  }
+  // Plain runtime_error on purpose: ProcessGroup classifies it like a Gloo failure ("timed out"
+  // -> TimeoutError, else PeerLostError) and marks the group broken.
+  if (timed_out) {
+    throw std::runtime_error(str_cat("shared memory (same host): timed out after ", format_duration_ms(timeout.count()),
+                                     " waiting for ", missing));
+  }
+  throw std::runtime_error(str_cat("shared memory (same host): ", missing, " while this rank waited for it"));
+}
+
+void LocalCollectives::barrier(std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  meet(std::chrono::steady_clock::now() + timeout);
+}
+
+void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,
+                                 const LocalCall& call, std::chrono::milliseconds timeout,
+                                 const std::function<void(void*, size_t)>& cross_host) {
+  timeout_ = timeout;
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  const int n = local_size();
+  const size_t chunk_elements = slot_bytes_ / element_size;
+  auto* bytes = static_cast<uint8_t*>(data);
+  bool first = true;
+  for (size_t done = 0; done < count || first; done += chunk_elements) {
+    const size_t elements = std::min(chunk_elements, count - done);
+    const size_t length = elements * element_size;
+    uint8_t* mine = bytes + done * element_size;
+    std::memcpy(slot(local_rank_), mine, length);
+    meet(deadline, first ? &call : nullptr);
+    first = false;
+    // My slice of the chunk, reduced over the slots in local-rank order.
+    const size_t begin = elements * local_rank_ / n, end = elements * (local_rank_ + 1) / n;
+    uint8_t* result = result_area(chunks_++);
+    const size_t offset = begin * element_size;
+    if (end > begin) {
+      if (n == 1) {
+        std::memcpy(result + offset, slot(0) + offset, (end - begin) * element_size);
+      } else {
+        reduce(result + offset, slot(0) + offset, slot(1) + offset, end - begin);
+        for (int r = 2; r < n; ++r) reduce(result + offset, result + offset, slot(r) + offset, end - begin);
+      }
+      if (cross_host) cross_host(result + offset, end - begin);
+    } else if (cross_host) {
+      cross_host(result + offset, 0);
+    }
+    meet(deadline);
+    std::memcpy(mine, result, length);
+    if (count == 0) break;
+  }
+}
+
+void LocalCollectives::broadcast(void* data, size_t bytes, int root, const LocalCall& call,
+                                 std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  auto* p = static_cast<uint8_t*>(data);
+  bool first = true;
+  for (size_t done = 0; done < bytes || first; done += slot_bytes_) {
+    const size_t length = std::min(slot_bytes_, bytes - done);
+    if (local_rank_ == root) std::memcpy(slot(root), p + done, length);
+    meet(deadline, first ? &call : nullptr);
+    first = false;
+    if (local_rank_ != root) std::memcpy(p + done, slot(root), length);
+    meet(deadline);  // the root may refill its slot only after everyone has copied
+    if (bytes == 0) break;
+  }
+}
+
+void LocalCollectives::allgather(const void* input, void* output, size_t bytes, const LocalCall& call,
+                                 std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  bool first = true;
+  for (size_t done = 0; done < bytes || first; done += slot_bytes_) {
+    const size_t length = std::min(slot_bytes_, bytes - done);
+    std::memcpy(slot(local_rank_), in + done, length);
+    meet(deadline, first ? &call : nullptr);
+    first = false;
+    for (int r = 0; r < local_size(); ++r) std::memcpy(out + bytes * r + done, slot(r), length);
+    meet(deadline);
+    if (bytes == 0) break;
+  }
+}
+
+void LocalCollectives::reduce_scatter(const void* input, void* output, size_t count, size_t element_size,
+                                      const ReduceFunction& reduce, const LocalCall& call,
+                                      std::chrono::milliseconds timeout) {
+  timeout_ = timeout;
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout;
+  const int n = local_size();
+  // Each slot carries, per chunk, `elements` of every block: n * elements must fit.
+  const size_t chunk_elements = std::max<size_t>(1, slot_bytes_ / element_size / n);
+  const auto* in = static_cast<const uint8_t*>(input);
+  auto* out = static_cast<uint8_t*>(output);
+  const size_t block_bytes = count * element_size;
+  bool first = true;
+  for (size_t done = 0; done < count || first; done += chunk_elements) {
+    const size_t elements = std::min(chunk_elements, count - done);
+    const size_t length = elements * element_size;
+    for (int b = 0; b < n; ++b) std::memcpy(slot(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
+    meet(deadline, first ? &call : nullptr);
+    first = false;
+    if (elements > 0) {
+      uint8_t* target = out + done * element_size;
+      const size_t mine = static_cast<size_t>(local_rank_) * length;
+      if (n == 1) {
+        std::memcpy(target, slot(0) + mine, length);
+      } else {
+        reduce(target, slot(0) + mine, slot(1) + mine, elements);
+        for (int r = 2; r < n; ++r) reduce(target, target, slot(r) + mine, elements);
+      }
+    }
+    meet(deadline);
+    if (count == 0) break;
+  }
+}
+
+}  // namespace ringtorch

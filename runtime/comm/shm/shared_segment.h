@@ -1,0 +1,46 @@
+// A POSIX shared-memory segment (shm_open + mmap) that several processes of one host map.
+// The creator reserves the memory up front (posix_fallocate), so a /dev/shm too small for it
+// fails here, at set-up, instead of with SIGBUS in the middle of a collective.
+//
+// Lifetime: the name is unlinked as soon as every process has mapped it (unlink()), so a
+// crashed run leaves nothing behind; the mapping lives until the last holder unmaps it.
+//
+// Thread-safety: the object is not shared between threads; the memory it maps is, and its
+// users synchronise through atomics in it.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace ringtorch {
+
+class SharedSegment {
+ public:
+  // Removes a leftover of the same name first. Throws IoError naming the segment and errno.
+  static SharedSegment create(const std::string& name, size_t bytes);
+  // Throws IoError when it does not exist or is smaller than `bytes`.
+  static SharedSegment open(const std::string& name, size_t bytes);
+
+  SharedSegment(SharedSegment&& other) noexcept;
+  SharedSegment& operator=(SharedSegment&& other) noexcept;
+  SharedSegment(const SharedSegment&) = delete;
+  SharedSegment& operator=(const SharedSegment&) = delete;
+  ~SharedSegment();  // unmaps
+
+  void* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& name() const { return name_; }
+  // Removes the name (idempotent; ENOENT is fine: another process did it).
+  void unlink();
+
+ private:
+  SharedSegment(std::string name, void* data, size_t size) : name_(std::move(name)), data_(data), size_(size) {}
+  std::string name_;
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// "/ringtorch-<text with anything but [A-Za-z0-9._-] replaced by '_'>", at most NAME_MAX.
+std::string shared_segment_name(const std::string& text);
+
+}  // namespace ringtorch

@@ -1,0 +1,158 @@
+// The same-host shared-memory path (runtime/comm/shm/) against Gloo over TCP: 2, 3 and 4 ranks
+// on one host, and 2 "hosts" of 2 ranks (host identities given per rank: the hierarchical
+// all-reduce, shared memory within a host and TCP between). Ranks are threads; the segment is
+// real POSIX shared memory. Process-level failures (a killed rank) are in
+// process_group_multiprocess_test.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include <filesystem>
+#include <thread>
+
+#include "rendezvous/deadline_store.h"
+#include "rendezvous/error.h"
+#include "runtime/comm/process_group.h"
+
+namespace ringtorch {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Runs body(group) on `n` thread ranks whose hosts are `hosts[rank]` ("" -> the real one).
+void on_ranks(int n, bool shared_memory, const std::vector<std::string>& hosts,
+              const std::function<void(ProcessGroup&)>& body) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  std::vector<std::exception_ptr> failures(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        ProcessGroupOptions options;
+        options.timeout = milliseconds(30000);
+        options.shared_memory = shared_memory;
+        if (!hosts.empty()) options.host_identity = hosts[r];
+        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", options);
+        body(*group);
+      } catch (...) {
+        failures[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& f : failures) {
+    if (f) std::rethrow_exception(f);
+  }
+}
+
+// Every collective the segment carries, on inputs that differ per rank; returns what rank r saw.
+std::vector<std::vector<at::Tensor>> run_collectives(int n, bool shared_memory, const std::vector<std::string>& hosts) {
+  std::vector<std::vector<at::Tensor>> seen(n);
+  // 5M floats: more than one 4 MiB slot, and not a multiple of the rank count.
+  const int64_t big = 5'000'003;
+  on_ranks(n, shared_memory, hosts, [&](ProcessGroup& g) {
+    const int r = g.rank();
+    auto generator = at::detail::createCPUGenerator(100 + r);
+    at::Tensor floats = at::randn({big}, generator);
+    g.allreduce(floats);
+    at::Tensor ints = at::randint(-1000, 1000, {1001}, generator, at::kLong);
+    g.allreduce(ints, ReduceOp::kMax);
+    at::Tensor avg = at::full({7}, static_cast<double>(r), at::kDouble);
+    g.allreduce(avg, ReduceOp::kAvg);
+    at::Tensor one = at::full({1}, static_cast<float>(r + 1));
+    g.allreduce(one);
+    at::Tensor broadcast = at::arange(3'000'000, at::kInt) * (r + 1);
+    g.broadcast(broadcast, n - 1);
+    at::Tensor gathered = at::empty({n * 1'200'000}, at::kFloat);
+    g.allgather(at::full({1'200'000}, static_cast<float>(r)), gathered);
+    at::Tensor scattered = at::empty({333}, at::kFloat);
+    g.reduce_scatter(at::randn({n * 333}, generator), scattered);
+    g.barrier();
+    seen[r] = {floats, ints, avg, one, broadcast, gathered, scattered};
+  });
+  return seen;
+}
+
+void expect_paths_agree(int n, const std::vector<std::string>& hosts) {
+  const auto shm = run_collectives(n, true, hosts);
+  const auto tcp = run_collectives(n, false, hosts);
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    // Bitwise equal across ranks on the shared-memory path.
+    for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(at::equal(shm[r][i], shm[0][i])) << "collective " << i;
+    EXPECT_TRUE(at::equal(shm[r][5], shm[0][5]));
+    // Integers, broadcast and allgather: bitwise equal to TCP; floats: the same sums.
+    EXPECT_TRUE(at::equal(shm[r][1], tcp[r][1]));
+    EXPECT_TRUE(at::equal(shm[r][4], tcp[r][4]));
+    EXPECT_TRUE(at::equal(shm[r][5], tcp[r][5]));
+    EXPECT_TRUE(at::allclose(shm[r][0], tcp[r][0], 1e-5, 1e-5));
+    EXPECT_TRUE(at::allclose(shm[r][2], at::full({7}, (n - 1) / 2.0, at::kDouble)));
+    EXPECT_EQ(shm[r][3].item<float>(), n * (n + 1) / 2.0f);
+    EXPECT_TRUE(at::allclose(shm[r][6], tcp[r][6], 1e-5, 1e-5));
+  }
+}
+
+TEST(SharedMemory, MatchesTcpOnOneHostWith2And3And4Ranks) {
+  for (int n : {2, 3, 4}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks");
+    expect_paths_agree(n, {});
+  }
+}
+
+TEST(SharedMemory, HierarchicalOverTwoHostsMatchesTcp) {
+  expect_paths_agree(4, {"host-a", "host-a", "host-b", "host-b"});
+}
+
+TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
+  std::vector<std::string> paths(4);
+  on_ranks(2, true, {}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
+  EXPECT_NE(paths[0].find("shared memory: all 2 ranks on host "), std::string::npos) << paths[0];
+  on_ranks(2, false, {}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
+  EXPECT_NE(paths[0].find("Gloo over TCP: shared memory is off"), std::string::npos) << paths[0];
+  on_ranks(2, true, {"a", "b"}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
+  EXPECT_NE(paths[0].find("Gloo over TCP: no two ranks share a host (2 hosts)"), std::string::npos) << paths[0];
+  on_ranks(3, true, {"a", "a", "b"}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
+  EXPECT_NE(paths[0].find("different numbers of ranks"), std::string::npos) << paths[0];
+  on_ranks(4, true, {"a", "a", "b", "b"}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
+  EXPECT_NE(paths[0].find("hierarchical: 2 hosts x 2 ranks"), std::string::npos) << paths[0];
+}
+
+TEST(SharedMemory, MismatchedCountsFailOnEveryRankInsteadOfHanging) {
+  std::vector<std::string> errors(2);
+  on_ranks(2, true, {}, [&](ProcessGroup& g) {
+    try {
+      g.allreduce(at::ones({g.rank() == 0 ? 10 : 11}));
+    } catch (const MismatchError& e) {
+      errors[g.rank()] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("[rank 0/2] allreduce #0 (group default, 40 B float32 sum, shared memory): shared memory: "
+                           "this rank called allreduce of 10 Float; rank 1 called allreduce of 11 Float"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 0 called allreduce of 10 Float"), std::string::npos) << errors[1];
+}
+
+TEST(SharedMemory, ARankThatNeverArrivesTimesOutNamingIt) {
+  std::string error;
+  on_ranks(3, true, {}, [&](ProcessGroup& g) {
+    if (g.rank() == 2) return;  // never calls; its group stays alive until the others finish
+    try {
+      g.allreduce(at::ones({100}), ReduceOp::kSum, milliseconds(300));
+    } catch (const TimeoutError& e) {
+      if (g.rank() == 0) error = e.what();
+    }
+  });
+  EXPECT_NE(error.find("shared memory (same host): timed out after 300 ms waiting for peer rank 2"), std::string::npos)
+      << error;
+}
+
+TEST(SharedMemory, NoSegmentIsLeftInDevShm) {
+  on_ranks(2, true, {}, [&](ProcessGroup& g) { g.barrier(); });
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    EXPECT_EQ(entry.path().filename().string().find("ringtorch-group-default"), std::string::npos) << entry.path();
+  }
+}
+
+}  // namespace
+}  // namespace ringtorch
