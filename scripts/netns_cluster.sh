@@ -56,7 +56,10 @@ endpoint="redis://${addresses[0]}:6379/0"
 codes=$(mktemp -d)
 for i in 1 0; do
   { rc=0
-    ip netns exec "${nodes[$i]}" "$build/apps/ringrun" --nnodes 2 --node_rank "$i" --nproc_per_node 2 \
+    # Namespaces share the kernel (hostname, boot id, /dev/shm): RINGTORCH_HOST_ID makes each
+    # node a host of its own, so groups take the hierarchical path (shared memory within a
+    # node, TCP between the namespaces), as on two real machines.
+    ip netns exec "${nodes[$i]}" env RINGTORCH_HOST_ID="netns-node$i" "$build/apps/ringrun" --nnodes 2 --node_rank "$i" --nproc_per_node 2 \
       --rdzv_endpoint "$endpoint" --run_id "netns-$tag" --timeout 120 "$@" 2>&1 || rc=$?
     echo "$rc" >"$codes/node$i"; } | sed "s/^/[node $i] /" &
   pids+=($!)

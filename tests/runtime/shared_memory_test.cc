@@ -5,14 +5,13 @@
 // process_group_multiprocess_test.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <filesystem>
 #include <thread>
 
-#include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
 #include "runtime/comm/process_group.h"
+#include "support/thread_ranks.h"
 
 namespace ringtorch {
 namespace {
@@ -22,27 +21,9 @@ using std::chrono::milliseconds;
 // Runs body(group) on `n` thread ranks whose hosts are `hosts[rank]` ("" -> the real one).
 void on_ranks(int n, bool shared_memory, const std::vector<std::string>& hosts,
               const std::function<void(ProcessGroup&)>& body) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
-  std::vector<std::exception_ptr> failures(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        ProcessGroupOptions options;
-        options.timeout = milliseconds(30000);
-        options.shared_memory = shared_memory;
-        if (!hosts.empty()) options.host_identity = hosts[r];
-        auto group = ProcessGroup::create(store, r, n, "127.0.0.1", options);
-        body(*group);
-      } catch (...) {
-        failures[r] = std::current_exception();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& f : failures) {
-    if (f) std::rethrow_exception(f);
-  }
+  ProcessGroupOptions options;
+  options.shared_memory = shared_memory;
+  testing::on_thread_ranks(n, body, milliseconds(30000), options, hosts);
 }
 
 // Every collective the segment carries, on inputs that differ per rank; returns what rank r saw.

@@ -10,7 +10,7 @@
 namespace ringtorch::testing {
 
 void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body, std::chrono::milliseconds timeout,
-                     ProcessGroupOptions options) {
+                     ProcessGroupOptions options, const std::vector<std::string>& host_identities) {
   auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(n);
@@ -19,6 +19,7 @@ void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body, std:
       try {
         ProcessGroupOptions mine = options;
         mine.timeout = timeout;
+        if (!host_identities.empty()) mine.host_identity = host_identities[r];
         auto group = ProcessGroup::create(store, r, n, "127.0.0.1", mine);
         body(*group);
       } catch (...) {

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <functional>
+#include <string>
+#include <vector>
 
 #include "runtime/comm/process_group.h"
 
@@ -13,6 +15,7 @@ namespace ringtorch::testing {
 // have finished.
 void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body,
                      std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
-                     ProcessGroupOptions options = {});
+                     ProcessGroupOptions options = {},
+                     const std::vector<std::string>& host_identities = {});  // per rank, when given
 
 }  // namespace ringtorch::testing
