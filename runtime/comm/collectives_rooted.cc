@@ -8,7 +8,7 @@
 
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/reduce_kernels.h"
-#include "runtime/comm/shm/local_collectives.h"
+#include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
@@ -114,18 +114,13 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   const int size = size_, rank = rank_;
   auto scratch = scratch_;
   const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, input.nbytes(), size_);
-  LocalCollectives* local =
-      shared_memory_only() && allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? local_.get() : nullptr;
+  auto same_host = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
   return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op},
                 str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output}, timeout,
                 [=](uint32_t tag) mutable {
                   if (output.numel() == 0) return;
-                  if (local) {
-                    local->reduce_scatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
-                                          output.element_size(), reduce,
-                                          LocalCall{3, output.numel(), static_cast<int64_t>(output.scalar_type()),
-                                                    static_cast<int64_t>(op)},
-                                          timeout);
+                  if (same_host) {
+                    same_host->reduce_scatter(input, output, op, reduce, timeout);
                     if (op == ReduceOp::kAvg) output.div_(size);
                     return;
                   }

@@ -21,6 +21,7 @@
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/shm/host_plan.h"
+#include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/socket_device.h"
 #include "runtime/comm/tensor_checks.h"
 
@@ -108,7 +109,6 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
                                identity.empty() ? host_identity() : identity);
     group->path_ = plan.why;
     group->local_ = std::move(plan.local);
-    group->hosts_ = plan.hosts;
     if (group->local_ && plan.hosts > 1) {
       creating_cross_host_groups = true;
       try {
@@ -123,6 +123,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
         throw;
       }
       creating_cross_host_groups = false;
+    }
+    if (group->local_) {
+      auto path = std::make_shared<SameHostPath>();
+      path->local = group->local_.get();
+      path->cross_host = group->cross_host_.get();
+      path->rank = rank;
+      path->host_of_rank = plan.host_of_rank;
+      path->local_index_of_rank = plan.local_index_of_rank;
+      group->same_host_ = path;
     }
     if (rank == 0) std::fprintf(stderr, "[ringtorch] group '%s': %s\n", options.name.c_str(), group->path_.c_str());
   } else {
@@ -216,6 +225,7 @@ void ProcessGroup::shutdown() {
   queue_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
   context_.reset();
+  same_host_.reset();
   local_.reset();
   if (cross_host_) cross_host_->shutdown();
 }
@@ -393,29 +403,14 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   auto scratch = scratch_;
   const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, tensor.nbytes(), size_);
   // A forced algorithm (not auto) is a request for Gloo's.
-  LocalCollectives* local = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? local_.get() : nullptr;
-  ProcessGroup* cross_host = cross_host_.get();
-  const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
-                                     !local                ? allreduce_algorithm_name(algorithm)
-                                     : hosts_ == 1 ? "shared memory"
-                                                   : "hierarchical");
+  auto same_host = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
+  const std::string detail =
+      str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
+              !same_host ? allreduce_algorithm_name(algorithm) : cross_host_ ? "hierarchical" : "shared memory");
   return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, timeout,
                 [=](uint32_t tag) mutable {
-                  if (local) {
-                    const auto dtype = tensor.scalar_type();
-                    // Across hosts, each rank's reduced slice is summed with the same slice of
-                    // the other hosts over TCP (avg divides once, at the end).
-                    const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-                    std::function<void(void*, size_t)> between_hosts;
-                    if (cross_host) {
-                      between_hosts = [=](void* slice, size_t count) {
-                        cross_host->allreduce(as_tensor(slice, static_cast<int64_t>(count), dtype), cross_op, timeout);
-                      };
-                    }
-                    local->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), tensor.element_size(),
-                                     reduce, LocalCall{0, tensor.numel(), static_cast<int64_t>(dtype),
-                                                       static_cast<int64_t>(op)},
-                                     timeout, between_hosts);
+                  if (same_host) {
+                    same_host->allreduce(tensor, op, reduce, timeout);
                   } else {
                     allreduce_buffer(context, tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
                                      tensor.element_size(), reduce, algorithm, tag, timeout, *scratch);
@@ -431,15 +426,11 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
   check_root("broadcast", root);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
-  LocalCollectives* local = shared_memory_only() ? local_.get() : nullptr;
+  auto same_host = same_host_;
   return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root},
                 str_cat(tensor_summary(tensor), " from rank ", root), {tensor}, timeout, [=](uint32_t tag) {
                   if (tensor.numel() == 0) return;
-                  if (local) {
-                    return local->broadcast(tensor.data_ptr(), tensor.nbytes(), root,
-                                            LocalCall{1, tensor.numel(), static_cast<int64_t>(tensor.scalar_type()), root},
-                                            timeout);
-                  }
+                  if (same_host) return same_host->broadcast(tensor, root, timeout);
                   gloo::BroadcastOptions opts(context);
                   opts.setOutput<uint8_t>(data_as<uint8_t>(tensor), tensor.nbytes());
                   opts.setRoot(root);
@@ -457,15 +448,11 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
   check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
-  LocalCollectives* local = shared_memory_only() ? local_.get() : nullptr;
+  auto same_host = same_host_;
   return submit({"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"),
                 {input, output}, timeout, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
-                  if (local) {
-                    return local->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(),
-                                            LocalCall{2, input.numel(), static_cast<int64_t>(input.scalar_type()), 0},
-                                            timeout);
-                  }
+                  if (same_host) return same_host->allgather(input, output, timeout);
                   gloo::AllgatherOptions opts(context);
                   opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
                   opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
@@ -518,9 +505,9 @@ std::shared_ptr<Work> ProcessGroup::barrier_async(std::optional<std::chrono::mil
   check_member("barrier");
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
-  LocalCollectives* local = shared_memory_only() ? local_.get() : nullptr;
+  auto same_host = same_host_;
   return submit({"barrier"}, str_cat(size_, " ranks"), {}, timeout, [=](uint32_t tag) {
-    if (local) return local->barrier(timeout);
+    if (same_host) return same_host->barrier(timeout);
     gloo::BarrierOptions opts(context);
     opts.setTag(tag);
     opts.setTimeout(timeout);

@@ -48,6 +48,7 @@ class Context;
 namespace ringtorch {
 
 class LocalCollectives;
+struct SameHostPath;
 
 struct Rendezvous;
 
@@ -243,12 +244,12 @@ class ProcessGroup {
   const std::chrono::milliseconds timeout_;
   std::string network_;                    // constant after create()
   std::string path_;                       // constant after create()
-  // Constant after create(): the same-host segment (null: TCP only), the number of hosts, and
-  // (several hosts) the group of ranks with this rank's local index on the other hosts.
+  // Constant after create(): the same-host segment (null: TCP only), (several hosts) the group
+  // of ranks with this rank's local index on the other hosts, and the collectives over both
+  // (runtime/comm/shm/same_host_path.h; null: TCP only).
   std::unique_ptr<LocalCollectives> local_;
-  int hosts_ = 1;
   std::shared_ptr<ProcessGroup> cross_host_;
-  bool shared_memory_only() const { return local_ && hosts_ == 1; }
+  std::shared_ptr<const SameHostPath> same_host_;
   bool member_ = true;                     // constant after create(); false: this rank is outside the subgroup
   std::string members_;                    // constant after create(); "0, 2" for messages
   c10::intrusive_ptr<c10d::Store> store_;  // constant after create(); subgroups prefix it

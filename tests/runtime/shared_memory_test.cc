@@ -5,12 +5,15 @@
 // process_group_multiprocess_test.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <filesystem>
 #include <thread>
 
+#include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/shm/host_plan.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -82,6 +85,8 @@ TEST(SharedMemory, MatchesTcpOnOneHostWith2And3And4Ranks) {
 
 TEST(SharedMemory, HierarchicalOverTwoHostsMatchesTcp) {
   expect_paths_agree(4, {"host-a", "host-a", "host-b", "host-b"});
+  // Ranks not numbered host by host: allgather must still put each block at its rank.
+  expect_paths_agree(4, {"host-a", "host-b", "host-a", "host-b"});
 }
 
 TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
@@ -128,11 +133,41 @@ TEST(SharedMemory, ARankThatNeverArrivesTimesOutNamingIt) {
       << error;
 }
 
-TEST(SharedMemory, NoSegmentIsLeftInDevShm) {
-  on_ranks(2, true, {}, [&](ProcessGroup& g) { g.barrier(); });
+bool any_segment_named(const std::string& part) {
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
-    EXPECT_EQ(entry.path().filename().string().find("ringtorch-group-default"), std::string::npos) << entry.path();
+    if (entry.path().filename().string().find(part) != std::string::npos) return true;
   }
+  return false;
+}
+
+TEST(SharedMemory, NoSegmentIsLeftInDevShmAndLeftoversDoNotDisturb) {
+  // What a run killed at the worst moment could leave: a segment of this group's name prefix,
+  // full of garbage. The next group picks a fresh name and works.
+  const std::string leftover = "/dev/shm/ringtorch-group-default-0-123";
+  std::FILE* f = std::fopen(leftover.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fputs("garbage from a killed run", f);
+  std::fclose(f);
+  std::vector<float> sums(2);
+  on_ranks(2, true, {}, [&](ProcessGroup& g) {
+    at::Tensor t = at::full({3}, g.rank() + 1.0f);
+    g.allreduce(t);
+    sums[g.rank()] = t[0].item<float>();
+    EXPECT_NE(g.path().find("shared memory: all 2 ranks"), std::string::npos) << g.path();
+  });
+  EXPECT_EQ(sums, (std::vector<float>{3, 3}));
+  std::filesystem::remove(leftover);
+  EXPECT_FALSE(any_segment_named("ringtorch-group-default"));
+}
+
+// A rank that dies during set-up (here: never joins the shared-memory step) must not leave
+// the segment behind: the leader unlinks it when waiting fails.
+TEST(SharedMemory, AFailedSetUpLeavesNoSegment) {
+  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(500));
+  // Rank 1 says it is on the same host and then vanishes before attaching.
+  store->set("shm/host/1", std::vector<uint8_t>{'h'});
+  EXPECT_THROW(plan_hosts(*store, 0, 2, "setup-test", true, "h"), TimeoutError);
+  EXPECT_FALSE(any_segment_named("ringtorch-setup-test"));
 }
 
 }  // namespace

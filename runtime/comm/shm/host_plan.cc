@@ -44,6 +44,15 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
     ranks_by_host[identity[r]].push_back(r);
   }
   plan.hosts = static_cast<int>(host_order.size());
+  plan.host_of_rank.resize(size);
+  plan.local_index_of_rank.resize(size);
+  for (int h = 0; h < plan.hosts; ++h) {
+    const auto& ranks = ranks_by_host[host_order[h]];
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      plan.host_of_rank[ranks[i]] = h;
+      plan.local_index_of_rank[ranks[i]] = static_cast<int>(i);
+    }
+  }
   const std::vector<int>& local = ranks_by_host[identity[rank]];
   const int local_rank = static_cast<int>(std::find(local.begin(), local.end(), rank) - local.begin());
   const std::string hostname = identity[rank].substr(0, identity[rank].find('|'));
@@ -60,7 +69,7 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
   }
   if (!equal_counts) {
     plan.why = str_cat("Gloo over TCP: the ", plan.hosts, " hosts run different numbers of ranks, which the ",
-                       "hierarchical all-reduce cannot pair");
+                       "hierarchical collectives cannot pair");
     return plan;
   }
 
@@ -90,14 +99,21 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
     status = str_cat("failed at rank ", rank, ": ", e.what());
     if (rank == leader) set_text(store, str_cat("shm/segment/", leader), status);
   }
-  set_text(store, str_cat("shm/attached/", rank), status);
-  // Every rank reads every rank's outcome, so all decide alike.
+  // Every rank reads every rank's outcome, so all decide alike. The leader unlinks the name
+  // once everyone has mapped it or given up, and also when waiting fails (a peer died during
+  // set-up, the store timed out): nothing is left in /dev/shm either way.
   std::string failure;
-  for (int r = 0; r < size && failure.empty(); ++r) {
-    const std::string outcome = get_text(store, str_cat("shm/attached/", r));
-    if (outcome != "ok") failure = outcome;
+  try {
+    set_text(store, str_cat("shm/attached/", rank), status);
+    for (int r = 0; r < size && failure.empty(); ++r) {
+      const std::string outcome = get_text(store, str_cat("shm/attached/", r));
+      if (outcome != "ok") failure = outcome;
+    }
+  } catch (...) {
+    if (rank == leader && !name.empty()) ::shm_unlink(name.c_str());
+    throw;
   }
-  if (rank == leader && !name.empty()) ::shm_unlink(name.c_str());  // everyone has mapped it (or given up): nothing can leak
+  if (rank == leader && !name.empty()) ::shm_unlink(name.c_str());
   if (!failure.empty()) {
     plan.why = "Gloo over TCP: shared memory " + failure;
     return plan;
@@ -112,8 +128,9 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
       for (const auto& host : host_order) ranks.push_back(ranks_by_host[host][i]);
       plan.cross_host_groups.push_back(ranks);
     }
-    plan.why = str_cat("hierarchical: ", plan.hosts, " hosts x ", local.size(), " ranks; all-reduce through shared ",
-                       "memory within each host and Gloo over TCP between hosts; other collectives over TCP");
+    plan.why = str_cat("hierarchical: ", plan.hosts, " hosts x ", local.size(), " ranks; allreduce, broadcast, ",
+                       "allgather, reduce_scatter and barrier through shared memory within each host and Gloo over ",
+                       "TCP between hosts");
   }
   return plan;
 }

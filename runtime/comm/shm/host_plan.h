@@ -6,7 +6,7 @@
 // check a nonce written into it (two containers with the same hostname but separate IPC
 // namespaces fail here). Shared memory is used only when every rank succeeded (so every rank
 // decides the same), when enabled (RINGTORCH_SHM, default on), and, across several hosts, when
-// every host has the same number of ranks (the hierarchical all-reduce pairs them by local
+// every host has the same number of ranks (the hierarchical collectives pair them by local
 // index). Otherwise the group falls back to Gloo over TCP, and `why` says why.
 #pragma once
 
@@ -26,6 +26,9 @@ struct HostPlan {
   // Across several hosts: for each local index i, the group ranks that hold it (one per host,
   // in host order). Every rank creates these subgroups in this order.
   std::vector<std::vector<int>> cross_host_groups;
+  // For every group rank: its host's index (in order of each host's first rank) and its
+  // index among its host's ranks.
+  std::vector<int> host_of_rank, local_index_of_rank;
   std::string why;  // for the one line rank 0 prints
 };
 

@@ -1,0 +1,94 @@
+#include "runtime/comm/shm/same_host_path.h"
+
+#include <ATen/ATen.h>
+
+#include <functional>
+
+#include "runtime/comm/process_group.h"
+#include "runtime/comm/shm/local_collectives.h"
+
+namespace ringtorch {
+namespace {
+
+// LocalCall operation codes (local_collectives.h compares them across ranks).
+enum CallCode : int64_t { kAllreduce = 0, kBroadcast = 1, kAllgather = 2, kReduceScatter = 3 };
+
+int64_t dtype_code(const at::Tensor& t) { return static_cast<int64_t>(t.scalar_type()); }
+
+}  // namespace
+
+void SameHostPath::allreduce(const at::Tensor& tensor, ReduceOp op, const ReduceFunction& reduce,
+                             std::chrono::milliseconds timeout) const {
+  const auto dtype = tensor.scalar_type();
+  std::function<void(void*, size_t)> between_hosts;
+  if (cross_host) {
+    // Avg divides once, at the end: across hosts the slices are summed.
+    const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+    ProcessGroup* cross = cross_host;
+    between_hosts = [=](void* slice, size_t count) {
+      cross->allreduce(ProcessGroup::as_tensor(slice, static_cast<int64_t>(count), dtype), cross_op, timeout);
+    };
+  }
+  local->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), tensor.element_size(), reduce,
+                   LocalCall{kAllreduce, tensor.numel(), dtype_code(tensor), static_cast<int64_t>(op)}, timeout,
+                   between_hosts);
+}
+
+void SameHostPath::broadcast(const at::Tensor& tensor, int root, std::chrono::milliseconds timeout) const {
+  const int root_local = local_index_of_rank[root];
+  if (cross_host && local_index_of_rank[rank] == root_local) {
+    cross_host->broadcast(tensor, host_of_rank[root], timeout);  // the root's host is its position there
+  }
+  local->broadcast(tensor.data_ptr(), tensor.nbytes(), root_local,
+                   LocalCall{kBroadcast, tensor.numel(), dtype_code(tensor), root}, timeout);
+}
+
+void SameHostPath::allgather(const at::Tensor& input, const at::Tensor& output,
+                             std::chrono::milliseconds timeout) const {
+  const LocalCall call{kAllgather, input.numel(), dtype_code(input), 0};
+  if (!cross_host) {
+    local->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(), call, timeout);
+    return;
+  }
+  const int per_host = local->local_size();
+  const int64_t block = input.numel();
+  at::Tensor this_host = at::empty({per_host * block}, input.options());
+  local->allgather(input.data_ptr(), this_host.data_ptr(), input.nbytes(), call, timeout);
+  if (local_index_of_rank[rank] == 0) {
+    const int hosts = static_cast<int>(output.numel() / block / per_host);
+    at::Tensor all_hosts = at::empty({hosts * per_host * block}, input.options());
+    cross_host->allgather(this_host, all_hosts, timeout);
+    // Host-major order -> rank order (ranks need not be numbered host by host).
+    at::Tensor flat = output.view({-1});
+    for (size_t r = 0; r < host_of_rank.size(); ++r) {
+      const int64_t from = (host_of_rank[r] * per_host + local_index_of_rank[r]) * block;
+      flat.narrow(0, static_cast<int64_t>(r) * block, block).copy_(all_hosts.narrow(0, from, block));
+    }
+  }
+  local->broadcast(output.data_ptr(), output.nbytes(), 0,
+                   LocalCall{kBroadcast, output.numel(), dtype_code(output), -1}, timeout);
+}
+
+void SameHostPath::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op,
+                                  const ReduceFunction& reduce, std::chrono::milliseconds timeout) const {
+  if (!cross_host) {
+    local->reduce_scatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
+                          output.element_size(), reduce,
+                          LocalCall{kReduceScatter, output.numel(), dtype_code(output), static_cast<int64_t>(op)},
+                          timeout);
+    return;
+  }
+  at::Tensor all = input.clone();  // the caller's input stays untouched
+  allreduce(all, op, reduce, timeout);
+  output.view({-1}).copy_(all.view({-1}).narrow(0, rank * output.numel(), output.numel()));
+}
+
+void SameHostPath::barrier(std::chrono::milliseconds timeout) const {
+  local->barrier(timeout);
+  if (cross_host) {
+    cross_host->barrier(timeout);
+    local->barrier(timeout);
+  }
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,47 @@
+// The collectives of a group whose ranks share hosts (host_plan.h decided it): shared memory
+// within each host and, across several hosts, Gloo among the ranks that hold the same local
+// index on every host (the `cross_host` subgroup). With one host, Gloo is not involved.
+//
+//   allreduce       local reduce of slice i (rank i) -> cross-host all-reduce of slice i -> local copy-out
+//   broadcast       the root's local-index ranks broadcast across hosts -> each host broadcasts locally
+//   allgather       local allgather -> local index 0 gathers across hosts -> local broadcast
+//   reduce_scatter  one host: in the segment; several: a hierarchical all-reduce of a copy, keep own block
+//   barrier         local barrier -> cross-host barrier -> local barrier
+//
+// Results are identical on every rank (each byte has one writer). Floating-point sums reduce in
+// local-rank order within a host, then in Gloo's order across hosts (docs/process_group.md).
+// avg is left to the caller (sum, then one division by the group size).
+//
+// Thread-safety: the group's executing thread only. Ownership: the ProcessGroup owns it and
+// everything it points to.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <chrono>
+#include <vector>
+
+#include "runtime/comm/reduce_kernels.h"
+#include "runtime/comm/reduce_op.h"
+
+namespace ringtorch {
+
+class LocalCollectives;
+class ProcessGroup;
+
+struct SameHostPath {
+  LocalCollectives* local = nullptr;      // never null once built
+  ProcessGroup* cross_host = nullptr;     // null: every rank on one host
+  int rank = 0;
+  std::vector<int> host_of_rank, local_index_of_rank;  // per group rank (host_plan.h)
+
+  void allreduce(const at::Tensor& tensor, ReduceOp op, const ReduceFunction& reduce,
+                 std::chrono::milliseconds timeout) const;
+  void broadcast(const at::Tensor& tensor, int root, std::chrono::milliseconds timeout) const;
+  void allgather(const at::Tensor& input, const at::Tensor& output, std::chrono::milliseconds timeout) const;
+  void reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op, const ReduceFunction& reduce,
+                      std::chrono::milliseconds timeout) const;
+  void barrier(std::chrono::milliseconds timeout) const;
+};
+
+}  // namespace ringtorch
