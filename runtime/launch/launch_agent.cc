@@ -17,6 +17,7 @@
 #include "rendezvous/join.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store_factory.h"
+#include "runtime/comm/shm/shared_segment.h"
 
 namespace ringtorch {
 namespace {
@@ -203,6 +204,14 @@ void LaunchAgent::stop_workers(int sig) {
     }
   }
   drain_output();
+  remove_segments_left_by_workers();
+}
+
+void LaunchAgent::remove_segments_left_by_workers() const {
+  if (const int removed = remove_leftover_segments(placement_.run_id)) {
+    log(str_cat("removed ", removed, " shared-memory segment", removed > 1 ? "s" : "", " that killed workers of run ",
+                placement_.run_id, " left in /dev/shm"));
+  }
 }
 
 void LaunchAgent::drain_output() {
@@ -256,6 +265,7 @@ int LaunchAgent::run() {
     if (outcome == Outcome::kSucceeded && config_.nnodes > 1) outcome = wait_for_other_nodes(restart, &reason);
     switch (outcome) {
       case Outcome::kSucceeded:
+        remove_segments_left_by_workers();
         log("all workers succeeded");
         return 0;
       case Outcome::kSignal: {

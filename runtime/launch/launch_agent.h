@@ -56,6 +56,8 @@ class LaunchAgent {
   std::optional<Outcome> check_store(int restart, std::string* remote_reason);
   void stop_workers(int sig);
   void drain_output();
+  // Shared-memory segments (runtime/comm/shm) of this run that workers killed mid set-up left.
+  void remove_segments_left_by_workers() const;
   void log(const std::string& message) const;
 
   const LaunchConfig config_;

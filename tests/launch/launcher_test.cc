@@ -170,6 +170,23 @@ TEST(Ringrun, FailureOnOneNodeStopsTheOtherNode) {
   EXPECT_NE(r0.err.find("node 1: rank 1 (local rank 0"), std::string::npos) << r0.err;
 }
 
+// A worker killed during a group's shared-memory set-up can leave a segment name behind;
+// ringrun removes this run's (and only this run's) once its workers have exited.
+TEST(Ringrun, RemovesSharedMemorySegmentsKilledWorkersLeft) {
+  const std::string run_id = "leftover-test-" + std::to_string(::getpid());
+  const std::string mine = "/dev/shm/ringtorch-" + run_id + "-0-0-default-0-77";
+  const std::string other_run = "/dev/shm/ringtorch-" + run_id + "-x-0-default-0-77";  // not "<restart>-<round>-"
+  std::ofstream(other_run) << "not this run's";
+  auto r = ringrun({"--standalone", "--nproc_per_node", "1", "--run_id", run_id, "--use_env", "/bin/sh", "-c",
+                    "echo garbage > " + mine + "; kill -9 $$"});
+  EXPECT_NE(r.status.code, 0);
+  EXPECT_NE(r.err.find("removed 1 shared-memory segment that killed workers of run " + run_id), std::string::npos)
+      << r.err;
+  EXPECT_NE(::access(mine.c_str(), F_OK), 0) << mine << " is still there";
+  EXPECT_EQ(::access(other_run.c_str(), F_OK), 0) << "another run's file was removed";
+  ::unlink(other_run.c_str());
+}
+
 TEST(Ringrun, BadFlagsAndMissingProgram) {
   auto bad = ringrun({"--nproc_per_node", "x", "prog"});
   EXPECT_EQ(bad.status.code, 2);

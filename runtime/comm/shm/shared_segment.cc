@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 #include "rendezvous/error.h"
@@ -83,6 +84,27 @@ SharedSegment::~SharedSegment() {
 }
 
 void SharedSegment::unlink() { ::shm_unlink(name_.c_str()); }
+
+int remove_leftover_segments(const std::string& run_id) {
+  const std::string prefix = shared_segment_name(run_id + "-").substr(1);  // without the '/'
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    // "<restart>-<round>-": digits, so that run "job" does not match run "job-2"'s segments.
+    size_t at = prefix.size();
+    bool shaped = true;
+    for (int field = 0; field < 2 && shaped; ++field) {
+      const size_t digits = at;
+      while (at < name.size() && name[at] >= '0' && name[at] <= '9') ++at;
+      shaped = at > digits && at < name.size() && name[at] == '-';
+      ++at;
+    }
+    if (shaped && ::shm_unlink(("/" + name).c_str()) == 0) ++removed;
+  }
+  return removed;
+}
 
 std::string shared_segment_name(const std::string& text) {
   std::string name = "/ringtorch-";

@@ -43,4 +43,10 @@ class SharedSegment {
 // "/ringtorch-<text with anything but [A-Za-z0-9._-] replaced by '_'>", at most NAME_MAX.
 std::string shared_segment_name(const std::string& text);
 
+// Removes the segments groups of run `run_id` may have left in /dev/shm (names
+// "ringtorch-<run id>-<restart>-<round>-..."): only a process killed during a group's set-up
+// leaves one, since names are unlinked once every rank has mapped them. The launcher calls it
+// after its workers have exited. Returns how many it removed.
+int remove_leftover_segments(const std::string& run_id);
+
 }  // namespace ringtorch
