@@ -19,12 +19,15 @@ std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, Re
   check_tensor(context_prefix(), "reduce", "", tensor);
   check_root("reduce", root);
   check_reduce_op("reduce", op, tensor);
+  DeviceStaging staging;
+  const at::Tensor user_tensor = tensor;
+  tensor = staging.host(tensor, /*copy_in=*/true, /*copy_back=*/rank_ == root);
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_, rank = rank_;
   return submit({"reduce", tensor.numel(), tensor.scalar_type(), root, op},
-                str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {tensor}, timeout,
+                str_cat(tensor_summary(tensor), " ", reduce_op_name(op), " to rank ", root), {user_tensor}, timeout,
                 [=](uint32_t tag) mutable {
                   if (tensor.numel() == 0) return;
                   with_element_type(tensor.element_size(), [&](auto element) {
@@ -39,7 +42,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, Re
                     gloo::reduce(opts);
                   });
                   if (op == ReduceOp::kAvg && rank == root) tensor.div_(size);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor output, int root,
@@ -56,6 +60,9 @@ std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor ou
   const bool is_root = rank_ == root;
   std::vector<at::Tensor> keep{input};
   if (is_root) keep.push_back(output);
+  DeviceStaging staging;
+  input = staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
+  if (is_root) output = staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   return submit({"gather", input.numel(), input.scalar_type(), root},
                 str_cat(tensor_summary(input), " per rank to rank ", root), keep, timeout, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
@@ -66,7 +73,8 @@ std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor ou
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::gather(opts);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor output, int root,
@@ -84,6 +92,9 @@ std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor o
   const int size = size_;
   std::vector<at::Tensor> keep{output};
   if (is_root) keep.push_back(input);
+  DeviceStaging staging;
+  output = staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
+  if (is_root) input = staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
   return submit({"scatter", output.numel(), output.scalar_type(), root},
                 str_cat(tensor_summary(output), " per rank from rank ", root), keep, timeout, [=](uint32_t tag) {
                   if (output.numel() == 0) return;
@@ -98,7 +109,8 @@ std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor o
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::scatter(opts);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op,
@@ -108,6 +120,10 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   check_tensor(context_prefix(), "reduce_scatter", "output", output);
   check_blocks(context_prefix(), "reduce_scatter", output, "output", input, "input", size_);
   check_reduce_op("reduce_scatter", op, input);
+  DeviceStaging staging;
+  const std::vector<at::Tensor> user_tensors{input, output};
+  input = staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
+  output = staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   auto reduce = reduce_function(op, input.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
@@ -116,7 +132,7 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
   const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, input.nbytes(), size_);
   auto same_host = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
   return submit({"reduce_scatter", output.numel(), output.scalar_type(), -1, op},
-                str_cat(tensor_summary(input), " ", reduce_op_name(op)), {input, output}, timeout,
+                str_cat(tensor_summary(input), " ", reduce_op_name(op)), user_tensors, timeout,
                 [=](uint32_t tag) mutable {
                   if (output.numel() == 0) return;
                   if (same_host) {
@@ -130,7 +146,8 @@ std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::T
                   at::Tensor mine = all.narrow(0, rank * output.numel(), output.numel());
                   output.copy_(mine.view(output.sizes()));
                   if (op == ReduceOp::kAvg) output.div_(size);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor output,
@@ -144,9 +161,13 @@ std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor 
                 output.numel(), " ", dtype_name(output),
                 ") must have the same dtype and a number of elements divisible by the world size ", size_));
   }
+  DeviceStaging staging;
+  const std::vector<at::Tensor> user_tensors{input, output};
+  input = staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
+  output = staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
-  return submit({"alltoall", input.numel(), input.scalar_type()}, tensor_summary(input), {input, output}, timeout,
+  return submit({"alltoall", input.numel(), input.scalar_type()}, tensor_summary(input), user_tensors, timeout,
                 [=](uint32_t tag) {
                   if (input.numel() == 0) return;
                   gloo::AlltoallOptions opts(context);
@@ -155,7 +176,8 @@ std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor 
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::alltoall(opts);
-                });
+                },
+                std::move(staging));
 }
 
 }  // namespace ringtorch

@@ -22,6 +22,11 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
   const char* op = sending ? "send" : "recv";
   check_member(op);
   check_tensor(context_prefix(), op, "", tensor);
+  if (tensor.is_cuda()) {
+    // Posted at once and completed by whoever waits: there is no executing thread to stage on.
+    throw InvalidArgumentError(str_cat(context_prefix(), op, ": CUDA tensors are not carried by send/recv yet; ",
+                                       "send tensor.cpu() and copy the received tensor to the device"));
+  }
   check_peer(op, peer);
   auto work = std::make_shared<Work>(str_cat(context_prefix(), op, " (group ", name_, ", ", tensor_summary(tensor),
                                              sending ? " to rank " : " from rank ", peer, ", tag ", tag, ")"),

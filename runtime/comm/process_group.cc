@@ -232,8 +232,14 @@ void ProcessGroup::shutdown() {
 
 std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std::string& detail,
                                            std::vector<at::Tensor> tensors, std::chrono::milliseconds timeout,
-                                           std::function<void(uint32_t)> run) {
+                                           std::function<void(uint32_t)> run, DeviceStaging staging) {
   const std::string& op = call.op;
+  if (staging.staged()) {
+    run = [run = std::move(run), staging = std::move(staging)](uint32_t tag) {
+      run(tag);
+      staging.copy_back();
+    };
+  }
   std::shared_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -396,6 +402,9 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   check_member("allreduce");
   check_tensor(context_prefix(), "allreduce", "", tensor);
   check_reduce_op("allreduce", op, tensor);
+  DeviceStaging staging;
+  const at::Tensor user_tensor = tensor;
+  tensor = staging.host(tensor, /*copy_in=*/true, /*copy_back=*/true);
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
@@ -407,7 +416,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   const std::string detail =
       str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
               !same_host ? allreduce_algorithm_name(algorithm) : cross_host_ ? "hierarchical" : "shared memory");
-  return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {tensor}, timeout,
+  return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {user_tensor}, timeout,
                 [=](uint32_t tag) mutable {
                   if (same_host) {
                     same_host->allreduce(tensor, op, reduce, timeout);
@@ -416,7 +425,8 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
                                      tensor.element_size(), reduce, algorithm, tag, timeout, *scratch);
                   }
                   if (op == ReduceOp::kAvg) tensor.div_(size);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
@@ -424,11 +434,14 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
   check_member("broadcast");
   check_tensor(context_prefix(), "broadcast", "", tensor);
   check_root("broadcast", root);
+  DeviceStaging staging;
+  const at::Tensor user_tensor = tensor;
+  tensor = staging.host(tensor, /*copy_in=*/rank_ == root, /*copy_back=*/rank_ != root);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   auto same_host = same_host_;
   return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root},
-                str_cat(tensor_summary(tensor), " from rank ", root), {tensor}, timeout, [=](uint32_t tag) {
+                str_cat(tensor_summary(tensor), " from rank ", root), {user_tensor}, timeout, [=](uint32_t tag) {
                   if (tensor.numel() == 0) return;
                   if (same_host) return same_host->broadcast(tensor, root, timeout);
                   gloo::BroadcastOptions opts(context);
@@ -437,7 +450,8 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::broadcast(opts);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output,
@@ -446,11 +460,15 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
   check_tensor(context_prefix(), "allgather", "input", input);
   check_tensor(context_prefix(), "allgather", "output", output);
   check_blocks(context_prefix(), "allgather", input, "input", output, "output", size_);
+  DeviceStaging staging;
+  const std::vector<at::Tensor> user_tensors{input, output};
+  input = staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
+  output = staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   auto same_host = same_host_;
   return submit({"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"),
-                {input, output}, timeout, [=](uint32_t tag) {
+                user_tensors, timeout, [=](uint32_t tag) {
                   if (input.numel() == 0) return;
                   if (same_host) return same_host->allgather(input, output, timeout);
                   gloo::AllgatherOptions opts(context);
@@ -459,7 +477,8 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::allgather(opts);
-                });
+                },
+                std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
@@ -478,11 +497,15 @@ std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tenso
                                        dtype_name(input), " (counts[", rank_, "] = ", counts[rank_], "), output ",
                                        output.numel(), " ", dtype_name(output), " (sum of counts = ", total, ")"));
   }
+  DeviceStaging staging;
+  const std::vector<at::Tensor> user_tensors{input, output};
+  input = staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
+  output = staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   std::vector<size_t> bytes;
   for (int64_t c : counts) bytes.push_back(static_cast<size_t>(c) * input.element_size());
-  return submit({"allgatherv", total, input.scalar_type()}, str_cat(tensor_summary(output), " in all"), {input, output},
+  return submit({"allgatherv", total, input.scalar_type()}, str_cat(tensor_summary(output), " in all"), user_tensors,
                 timeout, [=](uint32_t tag) {
                   if (total == 0) return;
                   gloo::AllgathervOptions opts(context);
@@ -491,7 +514,8 @@ std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tenso
                   opts.setTag(tag);
                   opts.setTimeout(timeout);
                   gloo::allgatherv(opts);
-                });
+                },
+                std::move(staging));
 }
 
 at::Tensor ProcessGroup::as_tensor(void* data, int64_t count, c10::ScalarType dtype) {

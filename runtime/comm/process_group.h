@@ -38,6 +38,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "runtime/comm/allreduce_algorithm.h"
+#include "runtime/comm/device_staging.h"
 #include "runtime/comm/reduce_op.h"
 #include "runtime/comm/work.h"
 
@@ -220,8 +221,11 @@ class ProcessGroup {
   // deferred, then runs the operation here if it is first in line and nothing is running.
   void run_sync(const std::function<std::shared_ptr<Work>()>& submit_async);
   // Queues `run` (executed with the operation's tag, on the worker thread or by run_sync) under a new Work.
+  // `staging` holds the host copies of CUDA tensors (device_staging.h); its copy back runs
+  // after `run`, before the Work completes.
   std::shared_ptr<Work> submit(const CallSignature& call, const std::string& detail, std::vector<at::Tensor> tensors,
-                               std::chrono::milliseconds timeout, std::function<void(uint32_t tag)> run);
+                               std::chrono::milliseconds timeout, std::function<void(uint32_t tag)> run,
+                               DeviceStaging staging = {});
   // DETAIL mode: all ranks exchange their call signatures; throws MismatchError naming the ranks
   // that differ. Runs on the worker thread, before the collective itself.
   void check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag);

@@ -47,9 +47,9 @@ std::string tensor_summary(const at::Tensor& t) { return human_bytes(t.nbytes())
 void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t) {
   const std::string what = *role ? std::string(" ") + role : std::string();
   if (!t.defined()) throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is undefined"));
-  if (!t.device().is_cpu()) {
-    throw InvalidArgumentError(
-        str_cat(who, op, ": the", what, " tensor is on ", t.device().str(), "; this build carries CPU tensors only"));
+  if (!t.device().is_cpu() && !t.device().is_cuda()) {
+    throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is on ", t.device().str(),
+                                       "; the process group carries CPU and CUDA tensors"));
   }
   if (!t.is_contiguous()) {
     throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is not contiguous; call .contiguous() first"));

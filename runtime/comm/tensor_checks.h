@@ -18,8 +18,9 @@ std::string dtype_name(const at::Tensor& t);
 // "<size> <dtype>" for Work descriptions.
 std::string tensor_summary(const at::Tensor& t);
 
-// Refuses undefined, non-CPU, non-contiguous tensors and dtypes the group does not carry, with
-// messages that start with `who` and name the operation and the tensor's role.
+// Refuses undefined tensors, devices other than CPU and CUDA, non-contiguous tensors and dtypes
+// the group does not carry, with messages that start with `who` and name the operation and the
+// tensor's role.
 void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t);
 // Both tensors share a dtype, and `big` holds `factor` x small.numel() elements.
 void check_blocks(const std::string& who, const char* op, const at::Tensor& small, const char* small_role,

@@ -1,0 +1,99 @@
+// CUDA tensors in the process group and DDP on the GPU (runtime/comm/device_staging.h). Needs a
+// CUDA build of LibTorch and a GPU: elsewhere (Debian's CPU LibTorch, CI) every case skips and
+// says why. Ranks are threads sharing the GPU, over real Gloo.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "runtime/training/distributed_data_parallel.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+#define SKIP_WITHOUT_CUDA()                                                                          \
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device (or a LibTorch built without CUDA): nothing to test " \
+                                      "here; tests/gpu/device_check.sh runs this on a GPU machine"
+
+// Every collective on CUDA tensors gives what it gives on CPU tensors.
+TEST(CudaProcessGroup, EveryCollectiveOnCudaTensorsEqualsTheCpuResult) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<std::vector<at::Tensor>> cpu_result;
+  for (bool cuda : {false, true}) {
+    std::vector<std::vector<at::Tensor>> seen(2);
+    testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+      const auto device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+      const int r = g.rank();
+      auto on = [&](at::Tensor t) { return t.to(device); };
+      at::Tensor sum = on(at::arange(1 << 20, at::kFloat) * (r + 1));
+      g.allreduce(sum);
+      at::Tensor b = on(at::full({1000}, static_cast<float>(r)));
+      g.broadcast(b, 1);
+      at::Tensor gathered = on(at::empty({2 * 333}));
+      g.allgather(on(at::full({333}, static_cast<float>(r))), gathered);
+      at::Tensor scattered = on(at::empty({100}));
+      g.reduce_scatter(on(at::arange(200, at::kFloat) + r), scattered);
+      at::Tensor reduced = on(at::full({10}, r + 1.0));
+      g.reduce(reduced, 0);
+      at::Tensor all = on(at::empty({2 * 7}, at::kLong));
+      g.alltoall(on(at::arange(14, at::kLong) + 100 * r), all);
+      g.barrier();
+      seen[r] = {sum.cpu(), b.cpu(), gathered.cpu(), scattered.cpu(), reduced.cpu(), all.cpu()};
+      if (cuda) EXPECT_TRUE(sum.is_cuda());
+    });
+    if (!cuda) {
+      cpu_result = seen;
+      continue;
+    }
+    for (int r = 0; r < 2; ++r) {
+      for (size_t i = 0; i < seen[r].size(); ++i) {
+        if (i == 4 && r != 0) continue;  // reduce: only the root's result is defined
+        EXPECT_TRUE(at::equal(seen[r][i], cpu_result[r][i])) << "rank " << r << " collective " << i;
+      }
+    }
+  }
+}
+
+// One group, rank 0's tensors on the GPU and rank 1's on the CPU: both see the same results.
+TEST(CudaProcessGroup, AMixedCpuAndGpuGroupAgrees) {
+  SKIP_WITHOUT_CUDA();
+  std::vector<at::Tensor> seen(2);
+  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+    const auto device = g.rank() == 0 ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+    at::Tensor t = at::randn({1 << 18}, at::detail::createCPUGenerator(g.rank())).to(device);
+    g.allreduce(t);
+    seen[g.rank()] = t.cpu();
+  });
+  EXPECT_TRUE(at::equal(seen[0], seen[1]));
+}
+
+// DDP of a model on the GPU trains like the same model on the CPU, within float tolerance.
+TEST(CudaProcessGroup, DdpOnTheGpuMatchesTheCpuRun) {
+  SKIP_WITHOUT_CUDA();
+  auto train = [](bool cuda) {
+    std::vector<at::Tensor> weights(2);
+    testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+      const auto device = cuda ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+      torch::manual_seed(0);
+      auto model = std::make_shared<torch::nn::LinearImpl>(32, 4);
+      model->to(device);
+      DistributedDataParallel ddp(model, std::shared_ptr<ProcessGroup>(&g, [](ProcessGroup*) {}));
+      torch::optim::SGD sgd(model->parameters(), 0.1);
+      auto gen = at::detail::createCPUGenerator(10 + g.rank());
+      for (int step = 0; step < 5; ++step) {
+        at::Tensor x = at::randn({16, 32}, gen).to(device);
+        sgd.zero_grad();
+        ddp.forward(x).pow(2).mean().backward();
+        sgd.step();
+      }
+      weights[g.rank()] = model->weight.detach().cpu();
+    });
+    return weights;
+  };
+  const auto cpu = train(false), gpu = train(true);
+  EXPECT_TRUE(at::equal(gpu[0], gpu[1]));
+  EXPECT_TRUE(at::allclose(gpu[0], cpu[0], 1e-4, 1e-5));
+}
+
+}  // namespace
+}  // namespace ringtorch
