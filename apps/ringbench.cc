@@ -15,7 +15,8 @@ const char kUsage[] =
     "usage: ringbench [--op allreduce|broadcast|allgather|reduce_scatter|alltoall]\n"
     "                 [--min-bytes N] [--max-bytes N] [--factor F]\n"
     "                 [--iters N] [--warmup N] [--dtype float32|float64|float16|bfloat16|int32|int64|uint8]\n"
-    "                 [--check] [--json] [--init-method URL] [--timeout SECONDS] [--iface NAME]\n"
+    "                 [--device cpu|cuda] [--check] [--json] [--init-method URL] [--timeout SECONDS]\n"
+    "                 [--iface NAME]\n"
     "Sizes take K, M, G suffixes (powers of 1024). Launch with ringrun, torchrun, or any env:// launch.\n"
     "One row per size: size (B), count, type, op, time (us, slowest rank's mean), algbw and busbw (GB/s),\n"
     "#wrong (with --check: elements that differ from the closed-form result, summed over ranks).\n"
@@ -66,6 +67,8 @@ int main(int argc, char** argv) {
         bench.warmup = ringtorch::parse_int_in_range(value, 0, 1 << 24, arg);
       } else if (arg == "--dtype") {
         bench.dtype = ringtorch::parse_dtype(value);
+      } else if (arg == "--device") {
+        bench.device = value;
       } else if (arg == "--check") {
         bench.check = true;
       } else if (arg == "--json") {

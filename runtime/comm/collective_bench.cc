@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/error.h"
@@ -32,43 +33,52 @@ at::Tensor pattern(int rank, int64_t count, c10::ScalarType dtype) {
   return at::arange(count, at::kLong).add(rank).remainder(3).to(dtype);
 }
 
+at::Device bench_device(const BenchOptions& o) {
+  if (o.device == "cpu") return at::Device(at::kCPU);
+  const char* local_rank = std::getenv("LOCAL_RANK");
+  const int gpus = static_cast<int>(at::getNumGPUs());
+  return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>((local_rank ? std::atoi(local_rank) : 0) % gpus));
+}
+
 int64_t count_wrong(const BenchOptions& o, ProcessGroup& g, int64_t count) {
   const int n = g.size(), r = g.rank();
   at::Tensor got, want;
+  const at::Device device = bench_device(o);
+  auto on_device = [&](const at::Tensor& t) { return t.to(device); };
   if (o.op == "allreduce") {
-    got = pattern(r, count, o.dtype);
+    got = on_device(pattern(r, count, o.dtype));
     g.allreduce(got);
     want = at::zeros({count}, at::kLong);
     for (int k = 0; k < n; ++k) want += pattern(k, count, at::kLong);
     want = want.to(o.dtype);
   } else if (o.op == "broadcast") {
-    got = r == 0 ? pattern(0, count, o.dtype) : at::zeros({count}, o.dtype);
+    got = on_device(r == 0 ? pattern(0, count, o.dtype) : at::zeros({count}, o.dtype));
     g.broadcast(got, 0);
     want = pattern(0, count, o.dtype);
   } else if (o.op == "allgather") {
-    got = at::empty({count * n}, o.dtype);
-    g.allgather(pattern(r, count, o.dtype), got);
+    got = on_device(at::empty({count * n}, o.dtype));
+    g.allgather(on_device(pattern(r, count, o.dtype)), got);
     std::vector<at::Tensor> parts;
     for (int k = 0; k < n; ++k) parts.push_back(pattern(k, count, o.dtype));
     want = at::cat(parts);
   } else if (o.op == "reduce_scatter") {
     // `count` is the whole input; rank r keeps the sum of everyone's block r.
     const int64_t block = count / n;
-    got = at::empty({block}, o.dtype);
-    g.reduce_scatter(pattern(r, count, o.dtype), got);
+    got = on_device(at::empty({block}, o.dtype));
+    g.reduce_scatter(on_device(pattern(r, count, o.dtype)), got);
     want = at::zeros({block}, at::kLong);
     for (int k = 0; k < n; ++k) want += pattern(k, count, at::kLong).narrow(0, r * block, block);
     want = want.to(o.dtype);
   } else {
     // alltoall: block j of rank k's input lands in block k of rank j's output.
     const int64_t block = count / n;
-    got = at::empty({count}, o.dtype);
-    g.alltoall(pattern(r, count, o.dtype), got);
+    got = on_device(at::empty({count}, o.dtype));
+    g.alltoall(on_device(pattern(r, count, o.dtype)), got);
     std::vector<at::Tensor> parts;
     for (int k = 0; k < n; ++k) parts.push_back(pattern(k, count, o.dtype).narrow(0, r * block, block));
     want = at::cat(parts);
   }
-  at::Tensor wrong = got.ne(want).sum().to(at::kLong).reshape({1});
+  at::Tensor wrong = got.cpu().ne(want).sum().to(at::kLong).reshape({1});
   g.allreduce(wrong);
   return wrong.item<int64_t>();
 }
@@ -94,6 +104,10 @@ void validate(const BenchOptions& o) {
   }
   if (o.factor < 2) throw InvalidArgumentError(str_cat("--factor ", o.factor, " must be >= 2"));
   if (o.iters < 1 || o.warmup < 0) throw InvalidArgumentError("--iters must be >= 1 and --warmup >= 0");
+  if (o.device != "cpu" && o.device != "cuda") throw InvalidArgumentError("--device " + o.device + ": use cpu or cuda");
+  if (o.device == "cuda" && !at::hasCUDA()) {
+    throw InvalidArgumentError("--device cuda: no CUDA device is visible (no GPU, or a LibTorch built without CUDA)");
+  }
 }
 
 std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& o) {
@@ -104,11 +118,12 @@ std::vector<BenchRow> run_collective_bench(ProcessGroup& g, const BenchOptions& 
   for (int64_t bytes = std::max<int64_t>(o.min_bytes, item); bytes <= o.max_bytes; bytes *= o.factor) {
     int64_t count = bytes / item;
     if (blocked) count = std::max<int64_t>(count / g.size(), 1) * g.size();
-    at::Tensor input = at::ones({count}, o.dtype);
+    const auto options = at::TensorOptions().dtype(o.dtype).device(bench_device(o));
+    at::Tensor input = at::ones({count}, options);
     at::Tensor output = input;
-    if (o.op == "allgather") output = at::empty({count * g.size()}, o.dtype);
-    if (o.op == "reduce_scatter") output = at::empty({count / g.size()}, o.dtype);
-    if (o.op == "alltoall") output = at::empty({count}, o.dtype);
+    if (o.op == "allgather") output = at::empty({count * g.size()}, options);
+    if (o.op == "reduce_scatter") output = at::empty({count / g.size()}, options);
+    if (o.op == "alltoall") output = at::empty({count}, options);
     // One timed operation; all-reduce inputs are reset afterwards (untimed) so values stay bounded.
     auto timed_once = [&] {
       const auto start = std::chrono::steady_clock::now();

@@ -27,6 +27,9 @@ struct BenchOptions {
   int warmup = 5;
   c10::ScalarType dtype = c10::ScalarType::Float;
   bool check = false;
+  // "cpu", or "cuda" (cuda:LOCAL_RANK modulo the visible devices; CUDA tensors are staged
+  // through pinned host memory: docs/process_group.md).
+  std::string device = "cpu";
 };
 
 struct BenchRow {

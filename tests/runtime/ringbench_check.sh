@@ -30,3 +30,9 @@ RINGTORCH_ALLREDUCE_ALGORITHM=direct run 4 allreduce float16
 RINGTORCH_ALLREDUCE_ALGORITHM=ring run 2 allreduce float32
 RINGTORCH_ALLREDUCE_ALGORITHM=bcube run 3 allreduce float32
 RINGTORCH_ALLREDUCE_ALGORITHM=bcube run 4 allreduce int32
+if [ ! -e /dev/nvidia0 ]; then
+  out=$("$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 60 "$ringbench" --device cuda 2>&1) &&
+    { echo "$out"; echo "FAILED: --device cuda without a GPU exited 0"; exit 1; }
+  grep -q "ringbench: --device cuda: no CUDA device is visible" <<<"$out" || { echo "$out"; echo "FAILED: no reason given"; exit 1; }
+  echo "ringbench --device cuda without a GPU: exit non-zero, says why"
+fi
