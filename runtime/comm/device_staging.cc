@@ -6,7 +6,6 @@ namespace ringtorch {
 
 at::Tensor DeviceStaging::host(const at::Tensor& t, bool copy_in, bool copy_back) {
   if (!t.defined() || !t.is_cuda()) return t;
-  staged_any_ = true;
   at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU).pinned_memory(true));
   // A blocking device-to-host copy on the current stream: ordered after the producer's
   // kernels, and it synchronises that stream only.

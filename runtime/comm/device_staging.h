@@ -29,11 +29,12 @@ class DeviceStaging {
   // `copy_back`.
   at::Tensor host(const at::Tensor& t, bool copy_in, bool copy_back);
   void copy_back() const;
-  bool staged() const { return !back_.empty() || staged_any_; }
+  // Something to copy back (host copies made only for input stay alive in the operation's
+  // closure, which captures them).
+  bool copies_back() const { return !back_.empty(); }
 
  private:
   std::vector<std::pair<at::Tensor, at::Tensor>> back_;  // (device tensor, its host copy)
-  bool staged_any_ = false;
 };
 
 }  // namespace ringtorch

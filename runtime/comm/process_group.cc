@@ -234,7 +234,7 @@ std::shared_ptr<Work> ProcessGroup::submit(const CallSignature& call, const std:
                                            std::vector<at::Tensor> tensors, std::chrono::milliseconds timeout,
                                            std::function<void(uint32_t)> run, DeviceStaging staging) {
   const std::string& op = call.op;
-  if (staging.staged()) {
+  if (staging.copies_back()) {
     run = [run = std::move(run), staging = std::move(staging)](uint32_t tag) {
       run(tag);
       staging.copy_back();

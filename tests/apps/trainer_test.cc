@@ -11,19 +11,16 @@
 #include "apps/trainer/progress.h"
 #include "apps/trainer/trainer.h"
 #include "rendezvous/error.h"
+#include "support/error_of.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const InvalidArgumentError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InvalidArgumentError";
-  return "";
+// Every bad choice here is an InvalidArgumentError.
+template <typename F>
+std::string error_of(F f) {
+  return testing::error_of<InvalidArgumentError>(f);
 }
 
 TEST(DeviceSelection, AutoTakesTheLocalRanksGpuOrFallsBackToCpuWithANote) {

@@ -11,6 +11,7 @@
 #include "datasets/cifar_file.h"
 #include "datasets/image_dataset.h"
 #include "rendezvous/error.h"
+#include "support/error_of.h"
 #include "support/test_paths.h"
 
 namespace ringtorch {
@@ -32,17 +33,7 @@ void write(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
-// The message of the error `f` throws (of type E), or a failure.
-template <typename E, typename F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return "";
-}
+using testing::error_of;
 
 TEST(Cifar10File, ReadsLabelsAndPlanarRgbPixels) {
   testing::TempDir dir;

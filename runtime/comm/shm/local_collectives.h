@@ -57,7 +57,6 @@ class LocalCollectives {
   LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks, size_t slot_bytes,
                    uint64_t nonce);
 
-  int local_rank() const { return local_rank_; }
   int local_size() const { return static_cast<int>(global_ranks_.size()); }
 
   // In place on `count` elements of `element_size` bytes. `cross_host`, when set, is called
