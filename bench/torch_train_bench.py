@@ -40,32 +40,42 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--device", default="cpu", help="cpu, or cuda (rank r on cuda:LOCAL_RANK mod the GPU count)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
-    train_x, train_y = load(a.data_dir, "train")
-    test_x, test_y = load(a.data_dir, "t10k")
+    device = torch.device("cpu")
+    if a.device == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    # The data lives where the model does, as ringtrain keeps it (in memory, batches sliced there).
+    train_x, train_y = (t.to(device) for t in load(a.data_dir, "train"))
+    test_x, test_y = (t.to(device) for t in load(a.data_dir, "t10k"))
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(MODELS[a.model]())
+    model = nn.parallel.DistributedDataParallel(MODELS[a.model]().to(device))
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     sampler = DistributedSampler(range(len(train_y)), num_replicas=world, rank=rank, shuffle=True, seed=0)
     seconds, samples = 0.0, 0
     for epoch in range(a.epochs):
         sampler.set_epoch(epoch)
-        idx = torch.tensor(list(sampler))
+        idx = torch.tensor(list(sampler), device=device)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         start = time.perf_counter()
         for i in range(0, len(idx), a.batch_size):
             b = idx[i:i + a.batch_size]
             opt.zero_grad()
             F.cross_entropy(model(train_x[b]), train_y[b]).backward()
             opt.step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
         seconds += time.perf_counter() - start
         samples += len(idx) * world
     with torch.no_grad():
-        mine = torch.arange(rank, len(test_y), world)
+        mine = torch.arange(rank, len(test_y), world, device=device)
         correct = (model.module(test_x[mine]).argmax(1) == test_y[mine]).sum()
-    counts = torch.tensor([float(correct), seconds])
+    counts = torch.tensor([float(correct), seconds])  # on the CPU: gloo reduces either
     dist.all_reduce(counts[:1])
     t = counts[1:].clone()
     dist.all_reduce(t, op=dist.ReduceOp.MAX)

@@ -1,7 +1,6 @@
 # External engines. Debian 12 packages by default; any LibTorch 2.x through CMAKE_PREFIX_PATH.
 find_package(Threads REQUIRED)
 find_package(Torch REQUIRED)
-find_package(Gloo REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 
 # hiredis ships a config file without targets: wrap it in one.
@@ -14,10 +13,15 @@ if(NOT TARGET ringtorch_hiredis)
     INTERFACE_LINK_LIBRARIES "${RINGTORCH_HIREDIS_LIBRARY}")
 endif()
 
-# Gloo's imported target carries no include directory on Debian.
-if(GLOO_INCLUDE_DIRS)
-  set_property(TARGET gloo APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${GLOO_INCLUDE_DIRS}")
+include(cmake/Gloo.cmake)
+
+# A LibTorch built with CUDA (the PyTorch wheel's) lists its CUDA libraries here; Debian's has none.
+if(TORCH_CUDA_LIBRARIES)
+  set(RINGTORCH_TORCH_CUDA ON)
+else()
+  set(RINGTORCH_TORCH_CUDA OFF)
 endif()
+message(STATUS "ringtorch: LibTorch with CUDA: ${RINGTORCH_TORCH_CUDA}")
 
 # TORCH_CXX_FLAGS carries the C++ ABI define; the imported target already holds it.
 message(STATUS "ringtorch: LibTorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}")

@@ -18,12 +18,17 @@
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store_wait.h"
+#include "runtime/comm/chunk_plan.h"
+#ifdef RINGTORCH_WITH_CUDA
+#include "runtime/comm/cuda_tensor_staging.h"
+#endif
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/shm/host_plan.h"
 #include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/socket_device.h"
 #include "runtime/comm/tensor_checks.h"
+#include "runtime/cuda/staged_transfer.h"
 
 namespace ringtorch {
 namespace {
@@ -402,29 +407,60 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   check_member("allreduce");
   check_tensor(context_prefix(), "allreduce", "", tensor);
   check_reduce_op("allreduce", op, tensor);
-  DeviceStaging staging;
   const at::Tensor user_tensor = tensor;
-  tensor = staging.host(tensor, /*copy_in=*/true, /*copy_back=*/true);
+  // Every rank cuts a large buffer into the same pieces (chunk_plan.h), whatever its device: a
+  // CUDA rank overlaps its copies with the reduction of other pieces, and CPU ranks in the same
+  // group issue the same collectives.
+  const std::vector<ChunkSpan> pieces =
+      plan_chunks(static_cast<size_t>(tensor.numel()), tensor.element_size(), kAllreduceChunkBytes);
+  DeviceStaging staging;
+  std::shared_ptr<cuda::StagedTransfer> transfer;
+#ifdef RINGTORCH_WITH_CUDA
+  if (tensor.is_cuda()) {
+    transfer = stage_cuda_tensor(tensor, pieces, /*copy_in=*/true);
+    tensor = host_view(*transfer, tensor);
+  }
+#endif
+  tensor = staging.host(tensor, /*copy_in=*/true, /*copy_back=*/true);  // CUDA without the toolkit
   auto reduce = reduce_function(op, tensor.scalar_type());
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   const int size = size_;
   auto scratch = scratch_;
-  const auto algorithm = choose_allreduce_algorithm(allreduce_algorithm_, tensor.nbytes(), size_);
+  const AllreduceAlgorithm requested = allreduce_algorithm_;
   // A forced algorithm (not auto) is a request for Gloo's.
-  auto same_host = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
+  auto same_host = requested == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
+  const size_t element_size = tensor.element_size();
+  const auto first_algorithm = choose_allreduce_algorithm(requested, pieces[0].count * element_size, size_);
   const std::string detail =
       str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
-              !same_host ? allreduce_algorithm_name(algorithm) : cross_host_ ? "hierarchical" : "shared memory");
+              !same_host ? allreduce_algorithm_name(first_algorithm) : cross_host_ ? "hierarchical" : "shared memory",
+              pieces.size() > 1 ? str_cat(", ", pieces.size(), " pieces") : std::string(),
+              transfer ? ", staged from the GPU" : "");
+  // Averages of float32 CUDA tensors are scaled on the device (cuBLAS), others on the host.
+  const bool scale_on_device = transfer && tensor.scalar_type() == at::kFloat;
   return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {user_tensor}, timeout,
                 [=](uint32_t tag) mutable {
-                  if (same_host) {
-                    same_host->allreduce(tensor, op, reduce, timeout);
-                  } else {
-                    allreduce_buffer(context, tensor.data_ptr(), static_cast<size_t>(tensor.numel()),
-                                     tensor.element_size(), reduce, algorithm, tag, timeout, *scratch);
+                  const auto deadline = std::chrono::steady_clock::now() + timeout;
+                  at::Tensor flat = tensor.view(-1);
+                  for (size_t k = 0; k < pieces.size(); ++k) {
+                    if (transfer) transfer->wait_in(k, deadline);
+                    at::Tensor piece = flat.narrow(0, static_cast<int64_t>(pieces[k].first),
+                                                   static_cast<int64_t>(pieces[k].count));
+                    if (same_host) {
+                      same_host->allreduce(piece, op, reduce, timeout);
+                    } else {
+                      allreduce_buffer(context, piece.data_ptr(), pieces[k].count, element_size, reduce,
+                                       choose_allreduce_algorithm(requested, pieces[k].count * element_size, size),
+                                       tag, timeout, *scratch);
+                    }
+                    if (op == ReduceOp::kAvg && !scale_on_device) piece.div_(size);
+                    if (transfer) {
+                      transfer->copy_out(k, op == ReduceOp::kAvg ? 1.0f / static_cast<float>(size) : 1.0f,
+                                         scale_on_device);
+                    }
                   }
-                  if (op == ReduceOp::kAvg) tensor.div_(size);
+                  if (transfer) transfer->finish(deadline);
                 },
                 std::move(staging));
 }

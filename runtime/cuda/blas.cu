@@ -3,31 +3,49 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
+#include <map>
 
 #include "rendezvous/error.h"
+#include "runtime/cuda/cuda_check.h"
 
 namespace ringtorch {
 namespace cuda {
 namespace {
 
-// One handle per thread: cuBLAS handles are not safe to share between threads that set
-// different streams on them.
+// One handle per thread and device: cuBLAS handles are not safe to share between threads that
+// set different streams on them, and a handle belongs to the device current at its creation.
 cublasHandle_t thread_handle() {
-  thread_local struct Handle {
-    cublasHandle_t h = nullptr;
-    ~Handle() {
-      if (h) cublasDestroy(h);
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) throw IoError(str_cat("cuBLAS: cudaGetDevice failed: ", cudaGetErrorString(err)));
+  thread_local struct Handles {
+    std::map<int, cublasHandle_t> by_device;
+    ~Handles() {
+      for (auto& entry : by_device) cublasDestroy(entry.second);
     }
-  } handle;
-  if (!handle.h) {
-    cublasStatus_t s = cublasCreate(&handle.h);
+  } handles;
+  cublasHandle_t& h = handles.by_device[device];
+  if (!h) {
+    cublasStatus_t s = cublasCreate(&h);
     if (s != CUBLAS_STATUS_SUCCESS) {
-      handle.h = nullptr;
-      throw IoError(str_cat("cublasCreate failed with status ", static_cast<int>(s)));
+      h = nullptr;
+      throw IoError(str_cat("cublasCreate on cuda:", device, " failed with status ", static_cast<int>(s)));
     }
   }
-  return handle.h;
+  return h;
+}
+
+// The device that owns `data`: cuBLAS runs on the current device, so each call makes the
+// buffer's device current instead of trusting the caller's.
+int device_of(const void* data) {
+  cudaPointerAttributes attributes{};
+  check(cudaPointerGetAttributes(&attributes, data), "cudaPointerGetAttributes", "cuBLAS: finding a buffer's device");
+  if (attributes.type != cudaMemoryTypeDevice && attributes.type != cudaMemoryTypeManaged) {
+    throw InvalidArgumentError("cuBLAS helpers take device memory; this buffer is host memory");
+  }
+  return attributes.device;
 }
 
 }  // namespace
@@ -48,6 +66,8 @@ bool device_available(std::string* why) {
 }
 
 void scale_in_place(float* data, int64_t count, float alpha, void* stream) {
+  if (count <= 0) return;
+  DeviceScope scope(device_of(data));
   cublasHandle_t h = thread_handle();
   cublasSetStream(h, static_cast<cudaStream_t>(stream));
   // cublasSscal takes an int count: large buffers go in INT_MAX-sized pieces.
@@ -56,6 +76,21 @@ void scale_in_place(float* data, int64_t count, float alpha, void* stream) {
     cublasStatus_t s = cublasSscal(h, n, &alpha, data + done, 1);
     if (s != CUBLAS_STATUS_SUCCESS) {
       throw IoError(str_cat("cublasSscal(", n, " floats) failed with status ", static_cast<int>(s)));
+    }
+    done += n;
+  }
+}
+
+void add_scaled(float* y, const float* x, int64_t count, float alpha, void* stream) {
+  if (count <= 0) return;
+  DeviceScope scope(device_of(y));
+  cublasHandle_t h = thread_handle();
+  cublasSetStream(h, static_cast<cudaStream_t>(stream));
+  for (int64_t done = 0; done < count;) {
+    const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
+    cublasStatus_t s = cublasSaxpy(h, n, &alpha, x + done, 1, y + done, 1);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      throw IoError(str_cat("cublasSaxpy(", n, " floats) failed with status ", static_cast<int>(s)));
     }
     done += n;
   }

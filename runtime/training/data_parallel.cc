@@ -9,6 +9,10 @@
 #include <thread>
 
 #include "rendezvous/error.h"
+#ifdef RINGTORCH_WITH_CUDA
+#include "runtime/comm/cuda_tensor_staging.h"
+#include "runtime/cuda/blas.h"
+#endif
 
 namespace ringtorch {
 namespace {
@@ -183,6 +187,24 @@ void DataParallel::State::on_replica_gradient() {
   });
 }
 
+namespace {
+
+// sum += addend. Float32 CUDA gradients are summed with cuBLAS (axpy) on the current stream,
+// where the copy from the replica's device was queued; everything else with LibTorch.
+void add_gradient(at::Tensor& sum, const at::Tensor& addend) {
+#ifdef RINGTORCH_WITH_CUDA
+  if (sum.is_cuda() && sum.scalar_type() == at::kFloat && addend.scalar_type() == at::kFloat && sum.is_contiguous() &&
+      addend.is_contiguous() && sum.device() == addend.device()) {
+    cuda::add_scaled(sum.data_ptr<float>(), addend.data_ptr<float>(), sum.numel(), 1.0f,
+                     current_cuda_stream(sum.device()));
+    return;
+  }
+#endif
+  sum.add_(addend);
+}
+
+}  // namespace
+
 void DataParallel::State::reduce_onto_primary() {
   {
     std::lock_guard<std::mutex> lock(mutex);
@@ -196,7 +218,7 @@ void DataParallel::State::reduce_onto_primary() {
       if (!grad.defined()) continue;
       at::Tensor moved = grad.to(primary.device());
       if (primary.grad().defined()) {
-        primary.mutable_grad().add_(moved);
+        add_gradient(primary.mutable_grad(), moved);
       } else {
         primary.mutable_grad() = moved.clone();
       }

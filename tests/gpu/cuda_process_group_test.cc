@@ -1,12 +1,20 @@
-// CUDA tensors in the process group and DDP on the GPU (runtime/comm/device_staging.h). Needs a
+// CUDA tensors in the process group and DDP on the GPU (runtime/comm/cuda_tensor_staging.h,
+// runtime/cuda/staged_transfer.h). Needs a
 // CUDA build of LibTorch and a GPU: elsewhere (Debian's CPU LibTorch, CI) every case skips and
 // says why. Ranks are threads sharing the GPU, over real Gloo.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include "runtime/comm/chunk_plan.h"
 #include "runtime/training/distributed_data_parallel.h"
 #include "support/thread_ranks.h"
+
+#ifdef RINGTORCH_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "gpu/spin_kernel.h"
+#endif
 
 namespace ringtorch {
 namespace {
@@ -66,6 +74,52 @@ TEST(CudaProcessGroup, AMixedCpuAndGpuGroupAgrees) {
   });
   EXPECT_TRUE(at::equal(seen[0], seen[1]));
 }
+
+// The same with a buffer of several pieces (the GPU rank overlaps its copies with the reduction;
+// the CPU rank reduces the same pieces in place), summed and averaged.
+TEST(CudaProcessGroup, AMixedGroupAgreesOnBuffersOfSeveralPieces) {
+  SKIP_WITHOUT_CUDA();
+  const int64_t n = static_cast<int64_t>(kAllreduceChunkBytes / 4) * 5 / 2;
+  std::vector<at::Tensor> sums(2), averages(2);
+  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+    const auto device = g.rank() == 0 ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);
+    const at::Tensor base = at::arange(n, at::kLong).remainder(1000).to(at::kFloat);
+    at::Tensor sum = (base + g.rank()).to(device);
+    g.allreduce(sum, ReduceOp::kSum);
+    sums[g.rank()] = sum.cpu();
+    at::Tensor avg = (base * 2 + g.rank() * 2).to(device);
+    g.allreduce(avg, ReduceOp::kAvg);
+    averages[g.rank()] = avg.cpu();
+  });
+  const at::Tensor expected = at::arange(n, at::kLong).remainder(1000).to(at::kFloat) * 2 + 1;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(at::equal(sums[r], expected)) << "rank " << r;
+    EXPECT_TRUE(at::equal(averages[r], expected)) << "rank " << r;
+  }
+}
+
+#ifdef RINGTORCH_WITH_CUDA
+// A kernel keeps another stream busy for 4 s while two GPU ranks all-reduce 64 MiB: the
+// all-reduce completes long before the kernel ends, so nothing in its path synchronised the
+// whole device.
+TEST(CudaProcessGroup, AllreduceDoesNotSynchroniseTheDevice) {
+  SKIP_WITHOUT_CUDA();
+  cudaStream_t busy = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking), cudaSuccess);
+  std::vector<at::Tensor> results(2);
+  at::ones({1}, at::kCUDA);  // LibTorch's CUDA context exists before the clock starts
+  ASSERT_TRUE(testing::launch_spin_kernel(busy, 4000));
+  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+    at::Tensor t = at::full({16 << 20}, g.rank() + 1.0f, at::kCUDA);
+    g.allreduce(t);
+    results[g.rank()] = t;
+  });
+  EXPECT_EQ(cudaStreamQuery(busy), cudaErrorNotReady) << "the all-reduce waited for an unrelated stream";
+  for (const at::Tensor& t : results) EXPECT_TRUE(at::equal(t.cpu(), at::full({16 << 20}, 3.0f)));
+  cudaStreamSynchronize(busy);
+  cudaStreamDestroy(busy);
+}
+#endif
 
 // DDP of a model on the GPU trains like the same model on the CPU, within float tolerance.
 TEST(CudaProcessGroup, DdpOnTheGpuMatchesTheCpuRun) {

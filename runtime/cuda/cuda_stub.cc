@@ -1,4 +1,6 @@
-// The CPU-only build of runtime/cuda/blas.h (RINGTORCH_CUDA=OFF or no toolkit).
+// The build without the CUDA toolkit (RINGTORCH_CUDA=OFF or no toolkit found): runtime/cuda/blas.h
+// answers that there is no device. pinned_pool.h and staged_transfer.h are not built; their users
+// are compiled only with RINGTORCH_WITH_CUDA.
 #include "runtime/cuda/blas.h"
 
 #include "rendezvous/error.h"
@@ -13,6 +15,10 @@ bool device_available(std::string* why) {
 
 void scale_in_place(float*, int64_t, float, void*) {
   throw InvalidArgumentError("cuda::scale_in_place: ringtorch was built without CUDA; rebuild with RINGTORCH_CUDA=ON");
+}
+
+void add_scaled(float*, const float*, int64_t, float, void*) {
+  throw InvalidArgumentError("cuda::add_scaled: ringtorch was built without CUDA; rebuild with RINGTORCH_CUDA=ON");
 }
 
 }  // namespace cuda

@@ -1,0 +1,82 @@
+// Bandwidth of copies between a GPU and pinned host memory from ringtorch's pinned pool, the
+// bound's first input in bench/cuda_allreduce_bound (the other is the CPU all-reduce time).
+//
+//   pinned_copy_bench [--bytes 64M] [--iters 20] [--device N]
+// Prints one JSON line: {"bytes", "d2h_gbps", "h2d_gbps"} (median of the iterations, GB = 1e9 B).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/cuda/pinned_pool.h"
+
+namespace {
+
+size_t parse_bytes(const std::string& v) {
+  size_t n = std::strtoull(v.c_str(), nullptr, 10);
+  switch (v.empty() ? ' ' : v.back()) {
+    case 'K': case 'k': return n << 10;
+    case 'M': case 'm': return n << 20;
+    case 'G': case 'g': return n << 30;
+    default: return n;
+  }
+}
+
+int fail(const char* what, cudaError_t status) {
+  std::fprintf(stderr, "pinned_copy_bench: %s failed: %s\n", what, cudaGetErrorString(status));
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  size_t bytes = size_t{64} << 20;
+  int iters = 20, device = 0;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--bytes") bytes = parse_bytes(value);
+    else if (flag == "--iters") iters = std::max(1, std::atoi(value.c_str()));
+    else if (flag == "--device") device = std::atoi(value.c_str());
+    else {
+      std::fprintf(stderr, "usage: pinned_copy_bench [--bytes 64M] [--iters 20] [--device N]\n");
+      return 2;
+    }
+  }
+  cudaError_t status;
+  if ((status = cudaSetDevice(device)) != cudaSuccess) return fail("cudaSetDevice", status);
+  void* gpu = nullptr;
+  if ((status = cudaMalloc(&gpu, bytes)) != cudaSuccess) return fail("cudaMalloc", status);
+  ringtorch::cuda::PinnedPool::Block host = ringtorch::cuda::PinnedPool::process_pool().acquire(bytes);
+  std::memset(host.data(), 1, bytes);
+  cudaStream_t stream;
+  cudaEvent_t start, stop;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  auto median_gbps = [&](cudaMemcpyKind kind) {
+    std::vector<double> gbps;
+    for (int i = 0; i < iters + 2; ++i) {  // two warm-ups
+      void* dst = kind == cudaMemcpyDeviceToHost ? host.data() : gpu;
+      const void* src = kind == cudaMemcpyDeviceToHost ? gpu : host.data();
+      cudaEventRecord(start, stream);
+      cudaMemcpyAsync(dst, src, bytes, kind, stream);
+      cudaEventRecord(stop, stream);
+      cudaEventSynchronize(stop);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, start, stop);
+      if (i >= 2) gbps.push_back(bytes / (ms * 1e-3) / 1e9);
+    }
+    std::sort(gbps.begin(), gbps.end());
+    return gbps[gbps.size() / 2];
+  };
+  const double d2h = median_gbps(cudaMemcpyDeviceToHost);
+  const double h2d = median_gbps(cudaMemcpyHostToDevice);
+  if ((status = cudaGetLastError()) != cudaSuccess) return fail("a copy", status);
+  std::printf("{\"bytes\": %zu, \"d2h_gbps\": %.2f, \"h2d_gbps\": %.2f}\n", bytes, d2h, h2d);
+  cudaFree(gpu);
+  return 0;
+}

@@ -1,0 +1,59 @@
+// All-reduce in pieces (runtime/comm/chunk_plan.h): the plan itself, and that a buffer of several
+// pieces reduces exactly like one piece would, on both paths (this binary also runs with
+// RINGTORCH_SHM=0).
+#include "runtime/comm/chunk_plan.h"
+
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "runtime/comm/process_group.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+TEST(ChunkPlan, CoversTheBufferInOrderWithWholeElements) {
+  const auto pieces = plan_chunks(10, 4, 12);  // 3 floats a piece
+  ASSERT_EQ(pieces.size(), 4u);
+  size_t next = 0;
+  for (const ChunkSpan& piece : pieces) {
+    EXPECT_EQ(piece.first, next);
+    EXPECT_LE(piece.count, 3u);
+    next += piece.count;
+  }
+  EXPECT_EQ(next, 10u);
+  EXPECT_EQ(pieces.back().count, 1u);
+}
+
+TEST(ChunkPlan, SmallAndEmptyBuffersAreOnePiece) {
+  EXPECT_EQ(plan_chunks(5, 8, kAllreduceChunkBytes).size(), 1u);
+  const auto empty = plan_chunks(0, 4, kAllreduceChunkBytes);
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0].count, 0u);
+  // A piece smaller than one element still holds one element.
+  EXPECT_EQ(plan_chunks(3, 8, 4).size(), 3u);
+}
+
+TEST(ChunkPlan, SixtyFourMebibytesOfFloatsAreFourPieces) {
+  const auto pieces = plan_chunks(size_t{16} << 20, 4, kAllreduceChunkBytes);
+  ASSERT_EQ(pieces.size(), 4u);
+  for (const ChunkSpan& piece : pieces) EXPECT_EQ(piece.count * 4, kAllreduceChunkBytes);
+}
+
+// 2.5 pieces of floats, summed and averaged by 3 ranks: every element is what one reduction of
+// the whole buffer gives (small integers, so the float sums are exact).
+TEST(ChunkPlan, AnAllreduceOfSeveralPiecesEqualsTheWholeReduction) {
+  const int64_t n = static_cast<int64_t>(kAllreduceChunkBytes / 4) * 5 / 2;
+  const at::Tensor index = at::arange(n, at::kLong).remainder(1000).to(at::kFloat);
+  testing::on_thread_ranks(3, [&](ProcessGroup& g) {
+    at::Tensor sum = index + g.rank();
+    g.allreduce(sum, ReduceOp::kSum);
+    EXPECT_TRUE(at::equal(sum, index * 3 + 3)) << "rank " << g.rank();
+    at::Tensor avg = index * 3 + g.rank() * 3;
+    g.allreduce(avg, ReduceOp::kAvg);
+    EXPECT_TRUE(at::equal(avg, index * 3 + 3)) << "rank " << g.rank();
+  });
+}
+
+}  // namespace
+}  // namespace ringtorch
