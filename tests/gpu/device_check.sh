@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Issue 6's checks on the GPU machine, in one prepared run (about 8 minutes at most), logs under
+# $OUT (six files: summary.txt, facts.log, build.log, tests.log, bench.log, train.log).
+#
+#   bash scripts/fetch_gpu_packages.sh             # on the development machine, once
+#   device run, carry [".gpu-packages"]:  bash tests/gpu/device_check.sh
+#
+# 1. facts: the GPU, PyTorch, and whether the wheel's libtorch_cpu.so exports gloo:: symbols
+# 2. Debian's Gloo, hiredis, nlohmann-json, GoogleTest from the carried .debs, unpacked with
+#    dpkg -x into a private prefix (that machine has no apt and no network)
+# 3. configure against the wheel's LibTorch (cmake/Gloo.cmake picks the Gloo), build what runs
+# 4. the cuda-labelled tests; ringbench on CUDA tensors (every collective, --check); the 64 MiB
+#    all-reduce against its bound (bench/cuda_allreduce_bound)
+# 5. trainings: 2 ranks sharing the GPU; one rank on the GPU and one on the CPU in one group;
+#    lenet and resnet20 against Python DDP (gloo) on the same GPU (bench/compare_training)
+#
+# Every step has its own time limit; a failed step is noted and the next one runs. DRY_RUN=1
+# stops after the configure step (for trying the script on a machine without a GPU).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-$PWD/device-check-out}
+mkdir -p "$OUT"
+packages=$(realpath "${RINGTORCH_GPU_PACKAGES:-.gpu-packages}")
+python=${PYTHON:-python3}
+prefix=${DEPS_PREFIX:-/tmp/ringtorch-deps}
+build=${BUILD_DIR:-$PWD/build-gpu}
+data=$packages/fashion-mnist
+start=$(date +%s)
+
+note() { printf '[%4ss] %s\n' $(($(date +%s) - start)) "$*" | tee -a "$OUT/summary.txt"; }
+# step NAME LOG LIMIT_S COMMAND...: runs COMMAND with a time limit, appending its output to LOG.
+step() {
+  local name=$1 log=$OUT/$2 limit=$3
+  shift 3
+  echo "=== $name: $*" >>"$log"
+  timeout -k 10 "$limit" "$@" >>"$log" 2>&1
+  local rc=$?
+  note "$name: $([ $rc = 0 ] && echo ok || echo "FAILED rc=$rc") (log: $(basename "$log"))"
+  return $rc
+}
+
+note "device_check on $(hostname), packages from $packages"
+
+# --- 1. facts -------------------------------------------------------------------------------
+{
+  nvidia-smi -L 2>&1
+  "$python" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "devices", torch.cuda.device_count())'
+  g++ --version | head -1; cmake --version | head -1; nvcc --version | tail -1
+} >"$OUT/facts.log" 2>&1
+torch_dir=$("$python" -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+torch_cmake=${TORCH_CMAKE_PREFIX:-$("$python" -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')}
+gloo_symbols=$(nm -DC --defined-only "$torch_dir/lib/libtorch_cpu.so" 2>/dev/null | grep -c ' gloo::')
+gloo_headers=$([ -f "$torch_dir/include/gloo/config.h" ] && echo yes || echo no)
+{
+  echo "torch at $torch_dir, CMake files at $torch_cmake"
+  echo "libtorch_cpu.so exports $gloo_symbols gloo:: symbols; LibTorch ships Gloo headers: $gloo_headers"
+  nm -DC --defined-only "$torch_dir/lib/libtorch_cpu.so" 2>/dev/null | grep ' gloo::' | head -5
+} >>"$OUT/facts.log" 2>&1
+note "$(grep -m1 '^torch ' "$OUT/facts.log"); libtorch_cpu.so exports $gloo_symbols gloo:: symbols, Gloo headers: $gloo_headers"
+
+# --- 2. the carried packages ------------------------------------------------------------------
+rm -rf "$prefix" && mkdir -p "$prefix"
+for deb in "$packages"/debs/*.deb; do
+  if command -v dpkg >/dev/null; then
+    dpkg -x "$deb" "$prefix"
+  else  # a .deb is an ar archive holding data.tar.*
+    (cd "$prefix" && ar p "$deb" "$(ar t "$deb" | grep '^data.tar')" | tar -x -a -f - 2>/dev/null ||
+      ar p "$deb" "$(ar t "$deb" | grep '^data.tar')" | tar -xJ)
+  fi
+done
+# Debian's Gloo CMake files name /usr/lib/libgloo.so.0.5.0 absolutely: point them at the prefix.
+sed -i "s#\"/usr/#\"$prefix/usr/#g" "$prefix"/usr/share/cmake/Gloo/GlooTargets-*.cmake
+export LD_LIBRARY_PATH="$prefix/usr/lib:$prefix/usr/lib/x86_64-linux-gnu:$torch_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+note "unpacked $(ls "$packages"/debs/*.deb | wc -l) packages into $prefix"
+
+# --- 3. configure and build -------------------------------------------------------------------
+step configure build.log 180 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  "-DCMAKE_PREFIX_PATH=$torch_cmake;$prefix/usr;$prefix/usr/share/cmake;$prefix/usr/lib/x86_64-linux-gnu/cmake" \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DRINGTORCH_GLOO_PROVIDER=auto || { note "configure failed: see build.log"; exit 1; }
+note "$(grep -m1 'ringtorch: Gloo from' "$OUT/build.log"); $(grep -m1 'LibTorch with CUDA' "$OUT/build.log")"
+[ "${DRY_RUN:-0}" = 1 ] && { note "DRY_RUN=1: stopping after configure"; exit 0; }
+step build build.log 300 cmake --build "$build" -j"$(nproc)" --target cuda_runtime_test cuda_process_group_test \
+  ringbench ringrun ringtrain pinned_copy_bench || { note "build failed: see build.log"; exit 1; }
+# A process must hold one Gloo: list every libgloo it loads next to the wheel's LibTorch.
+note "ringbench loads: $(ldd "$build/apps/ringbench" | grep -E 'gloo|torch_cpu' | awk '{print $1}' | tr '\n' ' ')"
+
+# --- 4. tests and collectives on CUDA tensors ---------------------------------------------------
+step cuda_runtime_test tests.log 120 "$build/tests/cuda_runtime_test"
+step cuda_process_group_test tests.log 180 "$build/tests/cuda_process_group_test"
+grep -hE '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/tests.log" | sort | uniq -c | while read -r line; do note "  $line"; done
+for op in allreduce broadcast allgather reduce_scatter; do
+  step "ringbench $op cuda" bench.log 60 "$build/apps/ringrun" --standalone --nproc_per_node 2 "$build/apps/ringbench" \
+    --op "$op" --device cuda --min-bytes 4 --max-bytes 64M --factor 16 --iters 10 --warmup 2 --check
+done
+step "64 MiB all-reduce vs bound" bench.log 120 bash bench/cuda_allreduce_bound --build "$build" --python "$python"
+note "bound: $(grep -m1 '"of_bound"' "$OUT/bench.log")"
+
+# --- 5. trainings ------------------------------------------------------------------------------
+step "2 ranks sharing the GPU" train.log 120 "$build/apps/ringrun" --standalone --nproc_per_node 2 \
+  "$build/apps/ringtrain" --device cuda --model lenet --epochs 1 --data-dir "$data" --progress lines --log-interval 0
+note "  $(grep -m1 'Test accuracy' "$OUT/train.log")"
+mixed() {  # rank 0 on the GPU, rank 1 on the CPU, one group (env://)
+  local port
+  port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  for r in 0 1; do
+    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      "$build/apps/ringtrain" --device "$([ $r = 0 ] && echo cuda || echo cpu)" --model lenet --epochs 1 \
+      --data-dir "$data" --progress off --log-interval 0 2>&1 | sed "s/^/[rank $r] /" &
+  done
+  wait
+}
+step "one GPU rank + one CPU rank" train.log 180 mixed
+step "lenet and resnet20 vs Python DDP on the GPU" train.log 240 bash bench/compare_training --device cuda \
+  --models "lenet resnet20" --world-sizes 2 --python "$python" --data-dir "$data" --build "$build"
+grep -A4 '^model' "$OUT/train.log" | while read -r line; do note "  $line"; done
+note "done"
