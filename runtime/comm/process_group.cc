@@ -33,6 +33,9 @@
 namespace ringtorch {
 namespace {
 
+// The tag of the one collective create() runs; operations count their tags up from 0.
+constexpr uint32_t kCreationTag = 0xFFFFFF00u;
+
 std::chrono::milliseconds resolve_timeout(const ProcessGroupOptions& options, std::chrono::milliseconds fallback) {
   if (options.timeout) return *options.timeout;
   if (const char* env = std::getenv("RINGTORCH_TIMEOUT"); env && *env) {
@@ -103,6 +106,22 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
     group->detail_ = *options.debug_detail;
   } else if (const char* debug = std::getenv("RINGTORCH_DEBUG")) {
     group->detail_ = std::string(debug) == "DETAIL";
+  }
+  // Pieces (chunk_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
+  // every rank must cut alike; a group where no rank sees a GPU keeps whole buffers, which
+  // measured 10-20% faster over TCP at 64 MiB. So the ranks agree once, here.
+  if (options.allreduce_piece_bytes) {
+    group->allreduce_piece_bytes_ = std::max<size_t>(1, *options.allreduce_piece_bytes);
+  } else if (size > 1) {
+    int32_t any_cuda = at::hasCUDA() ? 1 : 0;
+    try {
+      allreduce_buffer(context, &any_cuda, 1, sizeof(any_cuda), reduce_function(ReduceOp::kMax, at::kInt),
+                       AllreduceAlgorithm::kDirect, kCreationTag, timeout, *group->scratch_);
+    } catch (const std::exception& e) {
+      throw PeerLostError(str_cat(group->context_prefix(), "creating group '", options.name,
+                                  "': agreeing whether any rank has a GPU failed: ", e.what(), "; ", kRaiseTimeoutHint));
+    }
+    if (any_cuda) group->allreduce_piece_bytes_ = kAllreduceChunkBytes;
   }
   if (creating_cross_host_groups) {
     group->path_ = "Gloo over TCP (the cross-host part of a hierarchical group)";
@@ -410,9 +429,9 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   const at::Tensor user_tensor = tensor;
   // Every rank cuts a large buffer into the same pieces (chunk_plan.h), whatever its device: a
   // CUDA rank overlaps its copies with the reduction of other pieces, and CPU ranks in the same
-  // group issue the same collectives.
+  // group issue the same collectives (whole buffers where no rank has a GPU: see create()).
   const std::vector<ChunkSpan> pieces =
-      plan_chunks(static_cast<size_t>(tensor.numel()), tensor.element_size(), kAllreduceChunkBytes);
+      plan_chunks(static_cast<size_t>(tensor.numel()), tensor.element_size(), allreduce_piece_bytes_);
   DeviceStaging staging;
   std::shared_ptr<cuda::StagedTransfer> transfer;
 #ifdef RINGTORCH_WITH_CUDA

@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -65,6 +66,10 @@ struct ProcessGroupOptions {
   std::optional<bool> debug_detail;
   // All-reduce (and reduce_scatter) algorithm; default: RINGTORCH_ALLREDUCE_ALGORITHM, else auto.
   std::optional<AllreduceAlgorithm> allreduce_algorithm;
+  // All-reduce buffers above this many bytes run as pieces of this size (runtime/comm/chunk_plan.h).
+  // Unset: 16 MiB pieces when any rank of the group sees a CUDA device (agreed when the group is
+  // created), else whole buffers. When set, it must be the same on every rank.
+  std::optional<size_t> allreduce_piece_bytes;
   // Ranks that share a host reduce through shared memory (docs/process_group.md, "Shared
   // memory"); default: RINGTORCH_SHM (0: off), else on. Falls back to TCP by itself. An
   // explicitly chosen all-reduce algorithm (not auto) keeps all-reduce on Gloo.
@@ -274,6 +279,7 @@ class ProcessGroup {
   bool detail_ = false;  // constant after create(): RINGTORCH_DEBUG=DETAIL
   // Constant after create(): RINGTORCH_ALLREDUCE_ALGORITHM; auto chooses by size (allreduce_algorithm.h).
   AllreduceAlgorithm allreduce_algorithm_ = AllreduceAlgorithm::kAuto;
+  size_t allreduce_piece_bytes_ = SIZE_MAX;  // constant after create(); SIZE_MAX: whole buffers
   // Receive memory of the direct all-reduce; used by whichever thread runs the current task.
   std::shared_ptr<ScratchBuffer> scratch_ = std::make_shared<ScratchBuffer>();
   std::mutex mutex_;

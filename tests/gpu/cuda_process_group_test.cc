@@ -107,13 +107,20 @@ TEST(CudaProcessGroup, AllreduceDoesNotSynchroniseTheDevice) {
   cudaStream_t busy = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking), cudaSuccess);
   std::vector<at::Tensor> results(2);
-  at::ones({1}, at::kCUDA);  // LibTorch's CUDA context exists before the clock starts
-  ASSERT_TRUE(testing::launch_spin_kernel(busy, 4000));
+  bool spun = false;
   testing::on_thread_ranks(2, [&](ProcessGroup& g) {
     at::Tensor t = at::full({16 << 20}, g.rank() + 1.0f, at::kCUDA);
+    // A first all-reduce of this size warms what may synchronise once: cudaHostAlloc for the
+    // pinned pool, the side stream's creation, LibTorch's allocator.
+    at::Tensor warm = t.clone();
+    g.allreduce(warm);
+    g.barrier();
+    if (g.rank() == 0) spun = testing::launch_spin_kernel(busy, 4000);
+    g.barrier();
     g.allreduce(t);
     results[g.rank()] = t;
   });
+  ASSERT_TRUE(spun);
   EXPECT_EQ(cudaStreamQuery(busy), cudaErrorNotReady) << "the all-reduce waited for an unrelated stream";
   for (const at::Tensor& t : results) EXPECT_TRUE(at::equal(t.cpu(), at::full({16 << 20}, 3.0f)));
   cudaStreamSynchronize(busy);

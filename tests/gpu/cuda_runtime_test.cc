@@ -115,6 +115,10 @@ TEST(CudaRuntime, StagingDoesNotWaitForOtherStreams) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking), cudaSuccess);
   ASSERT_EQ(cudaStreamCreateWithFlags(&caller, cudaStreamNonBlocking), cudaSuccess);
   DeviceFloats d(iota_floats(1 << 22));
+  // Warm the pool and the side stream first: cudaHostAlloc may synchronise, and a first call
+  // allocates (as the first all-reduce of a size does in training).
+  { cuda::PinnedPool::Block warm = cuda::PinnedPool::process_pool().acquire(d.n * 4); }
+  cuda::side_stream(0);
   ASSERT_TRUE(testing::launch_spin_kernel(busy, 3000));
   {
     cuda::StagedTransfer transfer(0, d.data, {{0, d.n * 4}}, caller, /*copy_in=*/true);

@@ -40,11 +40,14 @@ TEST(ChunkPlan, SixtyFourMebibytesOfFloatsAreFourPieces) {
   for (const ChunkSpan& piece : pieces) EXPECT_EQ(piece.count * 4, kAllreduceChunkBytes);
 }
 
-// 2.5 pieces of floats, summed and averaged by 3 ranks: every element is what one reduction of
-// the whole buffer gives (small integers, so the float sums are exact).
+// 2.5 pieces of floats (pieces forced: a CPU-only group uses whole buffers unless told), summed
+// and averaged by 3 ranks: every element is what one reduction of the whole buffer gives (small
+// integers, so the float sums are exact).
 TEST(ChunkPlan, AnAllreduceOfSeveralPiecesEqualsTheWholeReduction) {
   const int64_t n = static_cast<int64_t>(kAllreduceChunkBytes / 4) * 5 / 2;
   const at::Tensor index = at::arange(n, at::kLong).remainder(1000).to(at::kFloat);
+  ProcessGroupOptions options;
+  options.allreduce_piece_bytes = kAllreduceChunkBytes;
   testing::on_thread_ranks(3, [&](ProcessGroup& g) {
     at::Tensor sum = index + g.rank();
     g.allreduce(sum, ReduceOp::kSum);
@@ -52,7 +55,24 @@ TEST(ChunkPlan, AnAllreduceOfSeveralPiecesEqualsTheWholeReduction) {
     at::Tensor avg = index * 3 + g.rank() * 3;
     g.allreduce(avg, ReduceOp::kAvg);
     EXPECT_TRUE(at::equal(avg, index * 3 + 3)) << "rank " << g.rank();
+  }, std::chrono::milliseconds(60000), options);
+}
+
+// The ranks of a group agree on pieces when it is created: without a GPU anywhere, none.
+TEST(ChunkPlan, AGroupWithoutGpusReducesWholeBuffers) {
+  if (at::hasCUDA()) GTEST_SKIP() << "this machine has a GPU: the group uses pieces";
+  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+    auto work = g.allreduce_async(at::ones({(int64_t{40} << 20) / 4}));
+    work->wait();
+    EXPECT_EQ(work->description().find("pieces"), std::string::npos) << work->description();
   });
+  ProcessGroupOptions options;
+  options.allreduce_piece_bytes = kAllreduceChunkBytes;
+  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+    auto work = g.allreduce_async(at::ones({(int64_t{40} << 20) / 4}));
+    work->wait();
+    EXPECT_NE(work->description().find("3 pieces"), std::string::npos) << work->description();
+  }, std::chrono::milliseconds(30000), options);
 }
 
 }  // namespace
