@@ -1,7 +1,9 @@
 // ProcessGroup: send and recv. Unlike collectives they do not go through the worker's queue:
 // a send and a recv may be outstanding in both directions at once (rank 0 sends to 1 while 1
 // sends to 0), which a single ordered queue would deadlock. They are posted on the caller's
-// thread through Gloo unbound buffers and completed by Work::wait().
+// thread through Gloo unbound buffers and completed by Work::wait(). A CUDA tensor travels
+// through a pinned host copy (device_staging.h): a send copies it in when posted, on the caller's
+// stream; a recv copies the received bytes to the device inside wait(), before it returns.
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -22,11 +24,6 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
   const char* op = sending ? "send" : "recv";
   check_member(op);
   check_tensor(context_prefix(), op, "", tensor);
-  if (tensor.is_cuda()) {
-    // Posted at once and completed by whoever waits: there is no executing thread to stage on.
-    throw InvalidArgumentError(str_cat(context_prefix(), op, ": CUDA tensors are not carried by send/recv yet; ",
-                                       "send tensor.cpu() and copy the received tensor to the device"));
-  }
   check_peer(op, peer);
   auto work = std::make_shared<Work>(str_cat(context_prefix(), op, " (group ", name_, ", ", tensor_summary(tensor),
                                              sending ? " to rank " : " from rank ", peer, ", tag ", tag, ")"),
@@ -38,8 +35,10 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
       return work;
     }
   }
+  auto staging = std::make_shared<DeviceStaging>();
+  const at::Tensor wire = staging->host(tensor, /*copy_in=*/sending, /*copy_back=*/!sending);
   std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
-      context_->createUnboundBuffer(tensor.data_ptr(), tensor.nbytes());
+      context_->createUnboundBuffer(wire.data_ptr(), wire.nbytes());
   if (sending) {
     buffer->send(peer, p2p_slot(tag));
   } else {
@@ -47,7 +46,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
   }
   // The waiter holds the context too: the buffer needs its pairs even if the group goes first.
   work->set_waiter(
-      [context = context_, buffer, sending, description = work->description()](std::chrono::milliseconds timeout) {
+      [context = context_, buffer, wire, staging, sending, description = work->description()](std::chrono::milliseconds timeout) {
         try {
           if (sending) {
             buffer->waitSend(timeout);
@@ -57,6 +56,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
         } catch (const std::exception& e) {
           std::rethrow_exception(classify_failure(description, e, timeout));
         }
+        staging->copy_back();  // a CUDA recv: the received bytes go to the device
       });
   return work;
 }

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -110,10 +111,11 @@ StagedTransfer::StagedTransfer(int device, void* device_data, std::vector<ByteRa
 StagedTransfer::~StagedTransfer() {
   if (!state_) return;
   State& s = *state_;
-  DeviceScope* scope = nullptr;
+  std::optional<DeviceScope> scope;
   try {
-    scope = new DeviceScope(s.device);
-  } catch (...) {
+    scope.emplace(s.device);
+  } catch (const std::exception&) {
+    // Clean up on whatever device is current: destroying events and waiting work regardless.
   }
   if (!s.finished) {
     // An error path: copies may still be queued on the side stream. They are local copies,
@@ -123,7 +125,6 @@ StagedTransfer::~StagedTransfer() {
   }
   for (cudaEvent_t event : s.in_events) cudaEventDestroy(event);
   if (s.done) cudaEventDestroy(s.done);
-  delete scope;
 }
 
 size_t StagedTransfer::pieces() const { return state_->pieces.size(); }

@@ -75,6 +75,25 @@ TEST(CudaProcessGroup, AMixedCpuAndGpuGroupAgrees) {
   EXPECT_TRUE(at::equal(seen[0], seen[1]));
 }
 
+// send/recv carry CUDA tensors both ways, also between a CUDA tensor and a CPU one.
+TEST(CudaProcessGroup, SendAndRecvCarryCudaTensors) {
+  SKIP_WITHOUT_CUDA();
+  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
+    const at::Tensor values = at::arange(1 << 20, at::kFloat);
+    if (g.rank() == 0) {
+      g.send(values.to(at::kCUDA), 1, 7);
+      at::Tensor back = at::zeros({1 << 20});  // a CPU tensor receives rank 1's CUDA tensor
+      g.recv(back, 1, 8);
+      EXPECT_TRUE(at::equal(back, values * 2));
+    } else {
+      at::Tensor got = at::zeros({1 << 20}, at::kCUDA);
+      g.recv(got, 0, 7);
+      EXPECT_TRUE(at::equal(got.cpu(), values));
+      g.send(got * 2, 0, 8);
+    }
+  });
+}
+
 // The same with a buffer of several pieces (the GPU rank overlaps its copies with the reduction;
 // the CPU rank reduces the same pieces in place), summed and averaged.
 TEST(CudaProcessGroup, AMixedGroupAgreesOnBuffersOfSeveralPieces) {
