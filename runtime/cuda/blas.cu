@@ -65,35 +65,34 @@ bool device_available(std::string* why) {
   return true;
 }
 
-void scale_in_place(float* data, int64_t count, float alpha, void* stream) {
+// Runs `call(handle, offset, n)` over [0, count) in pieces of at most INT_MAX elements (cuBLAS
+// takes int counts) on `stream`, with `device_data`'s device current; `name` names a failure.
+template <typename Call>
+void in_int_pieces(const void* device_data, int64_t count, void* stream, const char* name, Call call) {
   if (count <= 0) return;
-  DeviceScope scope(device_of(data));
+  DeviceScope scope(device_of(device_data));
   cublasHandle_t h = thread_handle();
   cublasSetStream(h, static_cast<cudaStream_t>(stream));
-  // cublasSscal takes an int count: large buffers go in INT_MAX-sized pieces.
   for (int64_t done = 0; done < count;) {
     const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-    cublasStatus_t s = cublasSscal(h, n, &alpha, data + done, 1);
+    cublasStatus_t s = call(h, done, n);
     if (s != CUBLAS_STATUS_SUCCESS) {
-      throw IoError(str_cat("cublasSscal(", n, " floats) failed with status ", static_cast<int>(s)));
+      throw IoError(str_cat(name, "(", n, " floats) failed with status ", static_cast<int>(s)));
     }
     done += n;
   }
 }
 
+void scale_in_place(float* data, int64_t count, float alpha, void* stream) {
+  in_int_pieces(data, count, stream, "cublasSscal", [&](cublasHandle_t h, int64_t offset, int n) {
+    return cublasSscal(h, n, &alpha, data + offset, 1);
+  });
+}
+
 void add_scaled(float* y, const float* x, int64_t count, float alpha, void* stream) {
-  if (count <= 0) return;
-  DeviceScope scope(device_of(y));
-  cublasHandle_t h = thread_handle();
-  cublasSetStream(h, static_cast<cudaStream_t>(stream));
-  for (int64_t done = 0; done < count;) {
-    const int n = static_cast<int>(std::min<int64_t>(count - done, INT_MAX));
-    cublasStatus_t s = cublasSaxpy(h, n, &alpha, x + done, 1, y + done, 1);
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      throw IoError(str_cat("cublasSaxpy(", n, " floats) failed with status ", static_cast<int>(s)));
-    }
-    done += n;
-  }
+  in_int_pieces(y, count, stream, "cublasSaxpy", [&](cublasHandle_t h, int64_t offset, int n) {
+    return cublasSaxpy(h, n, &alpha, x + offset, 1, y + offset, 1);
+  });
 }
 
 }  // namespace cuda
