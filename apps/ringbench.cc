@@ -22,17 +22,6 @@ const char kUsage[] =
     "#wrong (with --check: elements that differ from the closed-form result, summed over ranks).\n"
     "--json adds median_us (slowest rank's median), which bench/compare_torch compares.\n";
 
-int64_t parse_size(const std::string& text, const std::string& flag) {
-  if (text.empty()) throw ringtorch::InvalidArgumentError(flag + ": empty");
-  int64_t scale = 1;
-  std::string digits = text;
-  switch (text.back()) {
-    case 'K': case 'k': scale = 1 << 10; digits.pop_back(); break;
-    case 'M': case 'm': scale = 1 << 20; digits.pop_back(); break;
-    case 'G': case 'g': scale = 1 << 30; digits.pop_back(); break;
-  }
-  return static_cast<int64_t>(ringtorch::parse_int_in_range(digits, 0, 1 << 30, flag)) * scale;
-}
 
 }  // namespace
 
@@ -56,9 +45,9 @@ int main(int argc, char** argv) {
       } else if (arg == "--op") {
         bench.op = value;
       } else if (arg == "--min-bytes") {
-        bench.min_bytes = parse_size(value, arg);
+        bench.min_bytes = ringtorch::parse_byte_size(value, arg);
       } else if (arg == "--max-bytes") {
-        bench.max_bytes = parse_size(value, arg);
+        bench.max_bytes = ringtorch::parse_byte_size(value, arg);
       } else if (arg == "--factor") {
         bench.factor = ringtorch::parse_int_in_range(value, 2, 1 << 20, arg);
       } else if (arg == "--iters") {

@@ -7,24 +7,16 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "rendezvous/error.h"
+#include "rendezvous/init_method.h"
+#include "runtime/comm/collective_bench.h"
 #include "runtime/cuda/pinned_pool.h"
 
 namespace {
-
-size_t parse_bytes(const std::string& v) {
-  size_t n = std::strtoull(v.c_str(), nullptr, 10);
-  switch (v.empty() ? ' ' : v.back()) {
-    case 'K': case 'k': return n << 10;
-    case 'M': case 'm': return n << 20;
-    case 'G': case 'g': return n << 30;
-    default: return n;
-  }
-}
 
 int fail(const char* what, cudaError_t status) {
   std::fprintf(stderr, "pinned_copy_bench: %s failed: %s\n", what, cudaGetErrorString(status));
@@ -36,15 +28,24 @@ int fail(const char* what, cudaError_t status) {
 int main(int argc, char** argv) {
   size_t bytes = size_t{64} << 20;
   int iters = 20, device = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--bytes") bytes = parse_bytes(value);
-    else if (flag == "--iters") iters = std::max(1, std::atoi(value.c_str()));
-    else if (flag == "--device") device = std::atoi(value.c_str());
-    else {
-      std::fprintf(stderr, "usage: pinned_copy_bench [--bytes 64M] [--iters 20] [--device N]\n");
-      return 2;
+  try {
+    if (argc % 2 == 0) throw ringtorch::InvalidArgumentError(std::string(argv[argc - 1]) + ": needs a value");
+    for (int i = 1; i + 1 < argc; i += 2) {
+      const std::string flag = argv[i], value = argv[i + 1];
+      if (flag == "--bytes") {
+        bytes = static_cast<size_t>(ringtorch::parse_byte_size(value, flag));
+      } else if (flag == "--iters") {
+        iters = ringtorch::parse_int_in_range(value, 1, 1000000, flag);
+      } else if (flag == "--device") {
+        device = ringtorch::parse_int_in_range(value, 0, 1023, flag);
+      } else {
+        throw ringtorch::InvalidArgumentError("unknown flag " + flag);
+      }
     }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pinned_copy_bench: %s\nusage: pinned_copy_bench [--bytes 64M] [--iters 20] [--device N]\n",
+                 e.what());
+    return 2;
   }
   cudaError_t status;
   if ((status = cudaSetDevice(device)) != cudaSuccess) return fail("cudaSetDevice", status);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/error.h"
+#include "rendezvous/init_method.h"
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
@@ -84,6 +85,18 @@ int64_t count_wrong(const BenchOptions& o, ProcessGroup& g, int64_t count) {
 }
 
 }  // namespace
+
+int64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  if (text.empty()) throw InvalidArgumentError(flag + ": empty");
+  int64_t scale = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K': case 'k': scale = 1 << 10; digits.pop_back(); break;
+    case 'M': case 'm': scale = 1 << 20; digits.pop_back(); break;
+    case 'G': case 'g': scale = 1 << 30; digits.pop_back(); break;
+  }
+  return static_cast<int64_t>(parse_int_in_range(digits, 0, 1 << 30, flag)) * scale;
+}
 
 c10::ScalarType parse_dtype(const std::string& name) {
   for (const auto& [n, type] : kDtypeNames) {

@@ -45,6 +45,9 @@ struct BenchRow {
 // Throws InvalidArgumentError for an unknown op or dtype name, or inconsistent sizes.
 void validate(const BenchOptions& options);
 c10::ScalarType parse_dtype(const std::string& name);
+// A byte count with an optional K, M or G suffix (powers of 1024), at most 1 GiB before the
+// suffix; throws InvalidArgumentError naming `flag` otherwise.
+int64_t parse_byte_size(const std::string& text, const std::string& flag);
 
 // Runs the sweep; every rank must call it with the same options. Rows are the same on every rank.
 std::vector<BenchRow> run_collective_bench(ProcessGroup& group, const BenchOptions& options);

@@ -44,7 +44,8 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
   } else {
     buffer->recv(peer, p2p_slot(tag));
   }
-  // The waiter holds the context too: the buffer needs its pairs even if the group goes first.
+  // The waiter holds the context too: the buffer needs its pairs even if the group goes first;
+  // and `wire`, which for a CUDA send is the host copy the buffer points into.
   work->set_waiter(
       [context = context_, buffer, wire, staging, sending, description = work->description()](std::chrono::milliseconds timeout) {
         try {

@@ -118,8 +118,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
       allreduce_buffer(context, &any_cuda, 1, sizeof(any_cuda), reduce_function(ReduceOp::kMax, at::kInt),
                        AllreduceAlgorithm::kDirect, kCreationTag, timeout, *group->scratch_);
     } catch (const std::exception& e) {
-      throw PeerLostError(str_cat(group->context_prefix(), "creating group '", options.name,
-                                  "': agreeing whether any rank has a GPU failed: ", e.what(), "; ", kRaiseTimeoutHint));
+      std::rethrow_exception(classify_failure(
+          str_cat(group->context_prefix(), "creating group '", options.name, "' (agreeing whether any rank has a GPU)"),
+          e, timeout));
     }
     if (any_cuda) group->allreduce_piece_bytes_ = kAllreduceChunkBytes;
   }

@@ -47,7 +47,6 @@ PinnedPool::Block PinnedPool::acquire(size_t bytes) {
     if (it != free_.end()) {
       void* data = it->second;
       free_.erase(it);
-      cached_bytes_ -= capacity;
       return Block(this, data, capacity);
     }
   }
@@ -60,7 +59,9 @@ PinnedPool::Block PinnedPool::acquire(size_t bytes) {
 
 size_t PinnedPool::cached_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return cached_bytes_;
+  size_t bytes = 0;
+  for (const auto& entry : free_) bytes += entry.first;
+  return bytes;
 }
 
 void PinnedPool::release_cached() {
@@ -68,7 +69,6 @@ void PinnedPool::release_cached() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     to_free.swap(free_);
-    cached_bytes_ = 0;
   }
   for (auto& [capacity, data] : to_free) cudaFreeHost(data);
 }
@@ -76,7 +76,6 @@ void PinnedPool::release_cached() {
 void PinnedPool::give_back(void* data, size_t capacity) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   free_.emplace(capacity, data);
-  cached_bytes_ += capacity;
 }
 
 }  // namespace cuda

@@ -61,7 +61,6 @@ class PinnedPool {
 
   mutable std::mutex mutex_;
   std::multimap<size_t, void*> free_;  // capacity -> buffer; guarded by mutex_
-  size_t cached_bytes_ = 0;            // guarded by mutex_
 };
 
 }  // namespace cuda

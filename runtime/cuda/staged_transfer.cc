@@ -33,7 +33,9 @@ void wait_event(cudaEvent_t event, std::chrono::steady_clock::time_point deadlin
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
       throw TimeoutError(str_cat(what, ": not finished by the operation's deadline (a copy between the GPU and pinned "
-                                       "host memory is stuck; is the GPU busy with a kernel that does not end?)"));
+                                       "host memory is stuck behind work on the caller's stream: a kernel that does "
+                                       "not end? If that work is merely long, raise RINGTORCH_TIMEOUT or the call's "
+                                       "timeout)"));
     }
     if (now < spin_until) {
       std::this_thread::yield();
