@@ -8,6 +8,9 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <exception>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "rendezvous/deadline_store.h"
@@ -23,23 +26,33 @@ TEST(GlooStore, ConnectsAFullMeshAndAllReduces) {
     auto base = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(10000));
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("job/0/0/default", base);
     std::vector<std::vector<float>> results(n);
+    std::vector<std::string> errors(n);
+    // Every context outlives every thread: the old-style AllreduceRing ends with a notification
+    // its right neighbour never waits for, so a rank that tore down its pairs early could make a
+    // slower peer's last send fail with "Connection closed by peer".
+    std::vector<std::shared_ptr<gloo::rendezvous::Context>> contexts(n);
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
-        GlooStore store(prefixed);
-        gloo::transport::tcp::attr attr;
-        attr.hostname = "127.0.0.1";
-        auto device = gloo::transport::tcp::CreateDevice(attr);
-        auto context = std::make_shared<gloo::rendezvous::Context>(r, n);
-        context->setTimeout(milliseconds(10000));
-        context->connectFullMesh(store, device);
-        std::vector<float> data(7, static_cast<float>(r));
-        gloo::AllreduceRing<float> allreduce(context, {data.data()}, static_cast<int>(data.size()));
-        allreduce.run();
-        results[r] = data;
+        try {
+          GlooStore store(prefixed);
+          gloo::transport::tcp::attr attr;
+          attr.hostname = "127.0.0.1";
+          auto device = gloo::transport::tcp::CreateDevice(attr);
+          contexts[r] = std::make_shared<gloo::rendezvous::Context>(r, n);
+          contexts[r]->setTimeout(milliseconds(10000));
+          contexts[r]->connectFullMesh(store, device);
+          std::vector<float> data(7, static_cast<float>(r));
+          gloo::AllreduceRing<float> allreduce(contexts[r], {data.data()}, static_cast<int>(data.size()));
+          allreduce.run();
+          results[r] = data;
+        } catch (const std::exception& e) {
+          errors[r] = e.what();  // reported by the main thread: an escaped exception would abort
+        }
       });
     }
     for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) ASSERT_EQ(errors[r], "") << "n=" << n << " rank " << r;
     const float expected = n * (n - 1) / 2.0f;  // closed form: 0 + 1 + ... + (n-1)
     for (int r = 0; r < n; ++r) {
       ASSERT_EQ(results[r].size(), 7u);
