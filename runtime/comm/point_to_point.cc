@@ -46,19 +46,19 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
   }
   // The waiter holds the context too: the buffer needs its pairs even if the group goes first;
   // and `wire`, which for a CUDA send is the host copy the buffer points into.
-  work->set_waiter(
-      [context = context_, buffer, wire, staging, sending, description = work->description()](std::chrono::milliseconds timeout) {
-        try {
-          if (sending) {
-            buffer->waitSend(timeout);
-          } else {
-            buffer->waitRecv(timeout);
-          }
-        } catch (const std::exception& e) {
-          std::rethrow_exception(classify_failure(description, e, timeout));
-        }
-        staging->copy_back();  // a CUDA recv: the received bytes go to the device
-      });
+  work->set_waiter([context = context_, buffer, wire, staging, sending,
+                    description = work->description()](std::chrono::milliseconds timeout) {
+    try {
+      if (sending) {
+        buffer->waitSend(timeout);
+      } else {
+        buffer->waitRecv(timeout);
+      }
+    } catch (const std::exception& e) {
+      std::rethrow_exception(classify_failure(description, e, timeout));
+    }
+    staging->copy_back();  // a CUDA recv: the received bytes go to the device
+  });
   return work;
 }
 

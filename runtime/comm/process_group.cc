@@ -457,8 +457,8 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
               !same_host ? allreduce_algorithm_name(first_algorithm) : cross_host_ ? "hierarchical" : "shared memory",
               pieces.size() > 1 ? str_cat(", ", pieces.size(), " pieces") : std::string(),
               transfer ? ", staged from the GPU" : "");
-  // Averages of float32 CUDA tensors are scaled on the device (cuBLAS), others on the host.
-  const bool scale_on_device = transfer && tensor.scalar_type() == at::kFloat;
+  // Averages of float32 CUDA tensors are divided on the device (cuBLAS), others on the host.
+  const bool scale_on_device = transfer && op == ReduceOp::kAvg && tensor.scalar_type() == at::kFloat;
   return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {user_tensor}, timeout,
                 [=](uint32_t tag) mutable {
                   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -475,10 +475,7 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
                                        tag, timeout, *scratch);
                     }
                     if (op == ReduceOp::kAvg && !scale_on_device) piece.div_(size);
-                    if (transfer) {
-                      transfer->copy_out(k, op == ReduceOp::kAvg ? 1.0f / static_cast<float>(size) : 1.0f,
-                                         scale_on_device);
-                    }
+                    if (transfer) transfer->copy_out(k, scale_on_device ? 1.0f / static_cast<float>(size) : 1.0f);
                   }
                   if (transfer) transfer->finish(deadline);
                 },

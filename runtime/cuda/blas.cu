@@ -18,8 +18,7 @@ namespace {
 // set different streams on them, and a handle belongs to the device current at its creation.
 cublasHandle_t thread_handle() {
   int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) throw IoError(str_cat("cuBLAS: cudaGetDevice failed: ", cudaGetErrorString(err)));
+  check(cudaGetDevice(&device), "cudaGetDevice", "cuBLAS: finding the current device");
   thread_local struct Handles {
     std::map<int, cublasHandle_t> by_device;
     ~Handles() {

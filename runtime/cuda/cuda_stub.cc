@@ -31,7 +31,7 @@ StagedTransfer::~StagedTransfer() = default;
 size_t StagedTransfer::pieces() const { return 0; }
 void* StagedTransfer::host() const { return nullptr; }
 void StagedTransfer::wait_in(size_t, std::chrono::steady_clock::time_point) const {}
-void StagedTransfer::copy_out(size_t, float, bool) {}
+void StagedTransfer::copy_out(size_t, float) {}
 void StagedTransfer::finish(std::chrono::steady_clock::time_point) {}
 
 void* side_stream(int) {

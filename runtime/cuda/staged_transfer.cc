@@ -140,14 +140,14 @@ void StagedTransfer::wait_in(size_t k, std::chrono::steady_clock::time_point dea
   wait_event(s.in_events[k], deadline, s.describe(k));
 }
 
-void StagedTransfer::copy_out(size_t k, float scale, bool scale_floats) {
+void StagedTransfer::copy_out(size_t k, float scale) {
   State& s = *state_;
   const ByteRange& piece = s.pieces[k];
   DeviceScope scope(s.device);
   check(cudaMemcpyAsync(s.device_data + piece.offset, static_cast<char*>(s.block.data()) + piece.offset, piece.bytes,
                         cudaMemcpyHostToDevice, s.side),
         "cudaMemcpyAsync", s.describe(k));
-  if (scale != 1.0f && scale_floats) {
+  if (scale != 1.0f) {
     scale_in_place(reinterpret_cast<float*>(s.device_data + piece.offset), static_cast<int64_t>(piece.bytes / 4), scale,
                    s.side);
   }
@@ -158,7 +158,8 @@ void StagedTransfer::finish(std::chrono::steady_clock::time_point deadline) {
   DeviceScope scope(s.device);
   check(cudaEventRecord(s.done, s.side), "cudaEventRecord", "finishing a staged CUDA collective");
   // Work the caller queues from now on sees the result even before the host wait below ends.
-  check(cudaStreamWaitEvent(s.caller, s.done, 0), "cudaStreamWaitEvent", "ordering the caller's stream after the copy back");
+  check(cudaStreamWaitEvent(s.caller, s.done, 0), "cudaStreamWaitEvent",
+        "ordering the caller's stream after the copy back");
   wait_event(s.done, deadline, str_cat("copying a collective's result back to cuda:", s.device));
   s.finished = true;
 }

@@ -54,8 +54,8 @@ class StagedTransfer {
   // the copy failed.
   void wait_in(size_t k, std::chrono::steady_clock::time_point deadline) const;
   // Queues piece k's copy back to the device; then, when `scale` != 1, multiplies that piece on
-  // the device by `scale` with cuBLAS (float32 pieces only: `scale_floats`).
-  void copy_out(size_t k, float scale = 1.0f, bool scale_floats = false);
+  // the device by `scale` with cuBLAS, which reads it as float32 (pass 1 for any other dtype).
+  void copy_out(size_t k, float scale = 1.0f);
   // Orders the caller's stream after every queued copy and waits on the host until they are
   // done. Call once, after the last copy_out.
   void finish(std::chrono::steady_clock::time_point deadline);

@@ -1,7 +1,6 @@
 // CUDA tensors in the process group and DDP on the GPU (runtime/comm/cuda_tensor_staging.h,
-// runtime/cuda/staged_transfer.h). Needs a
-// CUDA build of LibTorch and a GPU: elsewhere (Debian's CPU LibTorch, CI) every case skips and
-// says why. Ranks are threads sharing the GPU, over real Gloo.
+// runtime/cuda/staged_transfer.h). Needs a CUDA build of LibTorch and a GPU: elsewhere (Debian's
+// CPU LibTorch, CI) every case skips and says why. Ranks are threads sharing the GPU, over real Gloo.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -88,7 +88,9 @@ TEST(CudaRuntime, AStagedTransferRoundTripsEveryPiece) {
   const size_t n = (size_t{3} << 20) + 17;  // pieces of 1 MiB, the last one short
   DeviceFloats d(iota_floats(n));
   std::vector<cuda::ByteRange> pieces;
-  for (size_t off = 0; off < n * 4; off += size_t{1} << 20) pieces.push_back({off, std::min(size_t{1} << 20, n * 4 - off)});
+  for (size_t off = 0; off < n * 4; off += size_t{1} << 20) {
+    pieces.push_back({off, std::min(size_t{1} << 20, n * 4 - off)});
+  }
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   cuda::StagedTransfer transfer(0, d.data, pieces, stream, /*copy_in=*/true);
@@ -99,7 +101,7 @@ TEST(CudaRuntime, AStagedTransferRoundTripsEveryPiece) {
       ASSERT_EQ(host[i], static_cast<float>(i % 1000)) << i;
       host[i] *= 4.0f;
     }
-    transfer.copy_out(k, 0.25f, /*scale_floats=*/true);
+    transfer.copy_out(k, 0.25f);
   }
   transfer.finish(soon());
   const auto back = d.read();

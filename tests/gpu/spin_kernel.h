@@ -5,7 +5,7 @@
 namespace ringtorch::testing {
 
 // Queues a single-thread kernel on `stream` (a cudaStream_t) that spins for about `milliseconds`
-// of GPU clock time. Returns false when the launch failed.
+// of wall-clock time (the GPU's global timer). Returns false when the launch failed.
 bool launch_spin_kernel(void* stream, int milliseconds);
 
 }  // namespace ringtorch::testing
