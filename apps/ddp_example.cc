@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "apps/main_guard.h"
 #include "datasets/distributed_sampler.h"
 #include "models/registry.h"
 #include "rendezvous/error.h"
@@ -17,7 +18,6 @@
 #include "runtime/comm/process_group.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/distributed_data_parallel.h"
-#include "apps/main_guard.h"
 
 namespace {
 
@@ -74,7 +74,8 @@ int run(int argc, char** argv) {
     checkpoints.emplace(checkpoint_dir);
     if (auto resumed = checkpoints->load_latest(*model.ptr(), &sgd)) {
       progress = *resumed;
-      if (rank == 0) std::printf("resumed at epoch %lld, step %lld\n", (long long)progress.epoch, (long long)progress.step);
+      if (rank == 0)
+        std::printf("resumed at epoch %lld, step %lld\n", (long long)progress.epoch, (long long)progress.step);
     }
   }
   ringtorch::DistributedSampler sampler(samples, group->size(), rank, {/*shuffle=*/true, /*seed=*/0, false});
@@ -87,7 +88,8 @@ int run(int argc, char** argv) {
       const size_t end = std::min(mine.size(), start + batch_size);
       at::Tensor index = at::tensor(std::vector<int64_t>(mine.begin() + start, mine.begin() + end), at::kLong);
       sgd.zero_grad();
-      at::Tensor loss = torch::cross_entropy_loss(ddp.forward(inputs.index_select(0, index)), labels.index_select(0, index));
+      at::Tensor loss =
+          torch::cross_entropy_loss(ddp.forward(inputs.index_select(0, index)), labels.index_select(0, index));
       loss.backward();
       sgd.step();
       loss_sum += loss.item<double>();

@@ -22,7 +22,6 @@ const char kUsage[] =
     "#wrong (with --check: elements that differ from the closed-form result, summed over ranks).\n"
     "--json adds median_us (slowest rank's median), which bench/compare_torch compares.\n";
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,7 +91,8 @@ int main(int argc, char** argv) {
     for (const auto& row : ringtorch::run_collective_bench(*group, bench)) {
       if (row.wrong > 0) wrong += row.wrong;
       if (rdzv.rank == 0) {
-        std::fputs(json ? ringtorch::format_json(row, group->size()).c_str() : ringtorch::format_row(row).c_str(), stdout);
+        std::fputs(json ? ringtorch::format_json(row, group->size()).c_str() : ringtorch::format_row(row).c_str(),
+                   stdout);
         std::fflush(stdout);
       }
     }

@@ -6,13 +6,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "apps/main_guard.h"
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/trainer.h"
 #include "rendezvous/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
-#include "apps/main_guard.h"
 
 namespace {
 
@@ -56,7 +56,8 @@ bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerO
   } else if (arg == "--checkpoint-dir") {
     o.checkpoint_dir = value;
   } else if (arg == "--resume") {
-    if (value != "true" && value != "false") throw ringtorch::InvalidArgumentError(arg + " " + value + ": use true or false");
+    if (value != "true" && value != "false")
+      throw ringtorch::InvalidArgumentError(arg + " " + value + ": use true or false");
     o.resume = value == "true";
   } else if (arg == "--metrics") {
     o.metrics_path = value;
@@ -98,8 +99,9 @@ void apply_config(const std::string& path, ringtorch::TrainerOptions& o, ringtor
     }
     try {
       if (value.is_object() || value.is_null() || !apply("--" + key, text, o, rdzv_options)) {
-        throw ringtorch::InvalidArgumentError("unknown key or value of the wrong kind; keys are ringtrain's flags "
-                                              "without dashes (see ringtrain --help)");
+        throw ringtorch::InvalidArgumentError(
+            "unknown key or value of the wrong kind; keys are ringtrain's flags "
+            "without dashes (see ringtrain --help)");
       }
     } catch (const ringtorch::Error& e) {
       throw ringtorch::InvalidArgumentError("--config " + path + ": key '" + key + "' = " + value.dump() + ": " +

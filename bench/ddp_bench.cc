@@ -13,13 +13,13 @@
 #include <sstream>
 #include <string>
 
+#include "apps/main_guard.h"
 #include "models/registry.h"
 #include "rendezvous/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/training/distributed_data_parallel.h"
-#include "apps/main_guard.h"
 
 namespace {
 

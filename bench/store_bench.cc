@@ -3,12 +3,13 @@
 // bench/compare_stores.sh. Prints one JSON object per operation.
 //
 //   store_bench tcp|file|redis://HOST:PORT [ITERATIONS]
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "rendezvous/init_method.h"

@@ -12,7 +12,8 @@ namespace ringtorch {
 std::pair<at::Tensor, at::Tensor> read_cifar10_batch(const std::string& path) {
   const auto bytes = read_file_bytes(path);
   const int64_t size = static_cast<int64_t>(bytes.size());
-  if (size == 0) throw IoError(str_cat(path, ": empty file, expected CIFAR-10 records of ", kCifarRecordBytes, " bytes"));
+  if (size == 0)
+    throw IoError(str_cat(path, ": empty file, expected CIFAR-10 records of ", kCifarRecordBytes, " bytes"));
   if (size % kCifarRecordBytes != 0) {
     throw IoError(str_cat(path, ": ", size, " bytes is not a whole number of ", kCifarRecordBytes,
                           "-byte CIFAR-10 records (1 label + 3072 pixels); truncated, or not a CIFAR-10 binary batch"));

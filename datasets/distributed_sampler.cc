@@ -10,7 +10,7 @@ namespace {
 
 int64_t samples_per_rank(int64_t size, int replicas, bool drop_last) {
   if (drop_last && size % replicas != 0) return (size - replicas + replicas - 1) / replicas;  // ceil((n-r)/r)
-  return (size + replicas - 1) / replicas;  // ceil(n/r)
+  return (size + replicas - 1) / replicas;                                                    // ceil(n/r)
 }
 
 }  // namespace
@@ -20,8 +20,11 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
       num_replicas_(num_replicas),
       rank_(rank),
       options_(options),
-      num_samples_(num_replicas >= 1 && dataset_size >= 0 ? samples_per_rank(dataset_size, num_replicas, options.drop_last) : 0) {
-  if (num_replicas < 1) throw InvalidArgumentError(str_cat("DistributedSampler: num_replicas ", num_replicas, " must be >= 1"));
+      num_samples_(num_replicas >= 1 && dataset_size >= 0
+                       ? samples_per_rank(dataset_size, num_replicas, options.drop_last)
+                       : 0) {
+  if (num_replicas < 1)
+    throw InvalidArgumentError(str_cat("DistributedSampler: num_replicas ", num_replicas, " must be >= 1"));
   if (rank < 0 || rank >= num_replicas) {
     throw InvalidArgumentError(str_cat("DistributedSampler: rank ", rank, " is outside [0, ", num_replicas, ")"));
   }

@@ -102,8 +102,8 @@ ImageDataset synthetic(bool train) {
 }  // namespace
 
 std::pair<at::Tensor, at::Tensor> ImageDataset::batch(const std::vector<int64_t>& indices) const {
-  at::Tensor index = at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())},
-                                   at::kLong);
+  at::Tensor index =
+      at::from_blob(const_cast<int64_t*>(indices.data()), {static_cast<int64_t>(indices.size())}, at::kLong);
   return {images.index_select(0, index), labels.index_select(0, index)};
 }
 

@@ -17,8 +17,8 @@
 namespace ringtorch {
 
 struct ImageDataset {
-  at::Tensor images;  // float32 [N, C, H, W], normalised
-  at::Tensor labels;  // int64 [N]
+  at::Tensor images;        // float32 [N, C, H, W], normalised
+  at::Tensor labels;        // int64 [N]
   std::string description;  // "fashion-mnist train (60000 images from /usr/share/...)"
 
   int64_t size() const { return labels.size(0); }

@@ -6,10 +6,10 @@
 //   auto logits = model.forward(images);
 #pragma once
 
+#include <torch/nn/modules/container/any.h>
+
 #include <string>
 #include <vector>
-
-#include <torch/nn/modules/container/any.h>
 
 namespace ringtorch {
 

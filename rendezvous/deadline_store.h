@@ -10,7 +10,6 @@
 #pragma once
 
 #include <string>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace ringtorch {
@@ -42,7 +41,7 @@ class DeadlineStore : public c10d::Store {
   auto forward(const char* op, const std::string& key, Fn&& fn) -> decltype(fn());
 
   const c10::intrusive_ptr<c10d::Store> inner_;  // constant after construction
-  const std::string description_;  // constant after construction
+  const std::string description_;                // constant after construction
 };
 
 }  // namespace ringtorch

@@ -6,11 +6,16 @@ namespace ringtorch {
 
 const char* error_kind_name(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kTimeout: return "timeout";
-    case ErrorKind::kPeerLost: return "peer lost";
-    case ErrorKind::kMismatch: return "mismatch";
-    case ErrorKind::kInvalidArgument: return "invalid argument";
-    case ErrorKind::kIo: return "I/O";
+    case ErrorKind::kTimeout:
+      return "timeout";
+    case ErrorKind::kPeerLost:
+      return "peer lost";
+    case ErrorKind::kMismatch:
+      return "mismatch";
+    case ErrorKind::kInvalidArgument:
+      return "invalid argument";
+    case ErrorKind::kIo:
+      return "I/O";
   }
   return "unknown";
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <gloo/rendezvous/store.h>
+
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace ringtorch {

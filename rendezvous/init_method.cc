@@ -17,8 +17,8 @@ constexpr char kFormats[] =
 }
 
 // Splits "host:port" (or "[v6]:port"); port is optional when default_port is non-zero.
-void parse_host_port(const std::string& authority, const std::string& shown, uint16_t default_port,
-                     std::string* host, uint16_t* port) {
+void parse_host_port(const std::string& authority, const std::string& shown, uint16_t default_port, std::string* host,
+                     uint16_t* port) {
   std::string port_text;
   if (!authority.empty() && authority[0] == '[') {
     auto close = authority.find(']');
@@ -93,10 +93,14 @@ void parse_query(const std::string& query, const std::string& shown, InitMethod*
 
 const char* init_scheme_name(InitScheme scheme) {
   switch (scheme) {
-    case InitScheme::kEnv: return "env";
-    case InitScheme::kTcp: return "tcp";
-    case InitScheme::kFile: return "file";
-    case InitScheme::kRedis: return "redis";
+    case InitScheme::kEnv:
+      return "env";
+    case InitScheme::kTcp:
+      return "tcp";
+    case InitScheme::kFile:
+      return "file";
+    case InitScheme::kRedis:
+      return "redis";
   }
   return "?";
 }

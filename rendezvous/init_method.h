@@ -22,15 +22,15 @@ struct InitMethod {
   InitScheme scheme = InitScheme::kEnv;
   std::string text;  // the URL as given, with any password masked (safe to print)
 
-  std::string host;  // tcp, redis
-  uint16_t port = 0;  // tcp, redis
-  std::string path;  // file
-  std::string user;  // redis (ACL user; empty for the default user)
+  std::string host;      // tcp, redis
+  uint16_t port = 0;     // tcp, redis
+  std::string path;      // file
+  std::string user;      // redis (ACL user; empty for the default user)
   std::string password;  // redis
-  int db = 0;  // redis
+  int db = 0;            // redis
 
-  std::optional<int> rank;  // ?rank=
-  std::optional<int> world_size;  // ?world_size=
+  std::optional<int> rank;                           // ?rank=
+  std::optional<int> world_size;                     // ?world_size=
   std::optional<std::chrono::milliseconds> timeout;  // ?timeout= (seconds)
 };
 

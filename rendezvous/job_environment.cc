@@ -43,7 +43,12 @@ EnvLookup map_environment(std::map<std::string, std::string> vars) {
 JobEnvironment read_job_environment(const EnvLookup& env) {
   JobEnvironment job;
   // Identity, in torch.distributed's order of preference, then the schedulers'.
-  struct Source { const char* rank; const char* size; const char* local_rank; const char* local_size; };
+  struct Source {
+    const char* rank;
+    const char* size;
+    const char* local_rank;
+    const char* local_size;
+  };
   const Source sources[] = {
       {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
       {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},
@@ -64,7 +69,9 @@ JobEnvironment read_job_environment(const EnvLookup& env) {
 
   job.master_addr = env("MASTER_ADDR");
   if (auto port = read_int(env, "MASTER_PORT", 1)) {
-    if (*port > 65535) throw InvalidArgumentError("environment variable MASTER_PORT: " + std::to_string(*port) + " is outside [1, 65535]");
+    if (*port > 65535)
+      throw InvalidArgumentError("environment variable MASTER_PORT: " + std::to_string(*port) +
+                                 " is outside [1, 65535]");
     job.master_port = static_cast<uint16_t>(*port);
   }
   if (auto agent = env("TORCHELASTIC_USE_AGENT_STORE")) {
@@ -74,7 +81,8 @@ JobEnvironment read_job_environment(const EnvLookup& env) {
   job.run_id = env("RINGTORCH_RUN_ID");
   if (!job.run_id) job.run_id = env("TORCHELASTIC_RUN_ID");
   if (auto restarts = read_int(env, "TORCHELASTIC_RESTART_COUNT", 0)) job.restart_count = *restarts;
-  if (auto timeout = env("RINGTORCH_TIMEOUT")) job.timeout = parse_seconds(*timeout, "environment variable RINGTORCH_TIMEOUT");
+  if (auto timeout = env("RINGTORCH_TIMEOUT"))
+    job.timeout = parse_seconds(*timeout, "environment variable RINGTORCH_TIMEOUT");
   return job;
 }
 

@@ -27,14 +27,14 @@ struct JobEnvironment {
   std::optional<int> local_world_size;
 
   // Where the store is.
-  std::optional<std::string> master_addr;  // MASTER_ADDR
-  std::optional<uint16_t> master_port;  // MASTER_PORT
-  bool agent_store = false;  // TORCHELASTIC_USE_AGENT_STORE=True: the launcher hosts the TCP store
+  std::optional<std::string> master_addr;    // MASTER_ADDR
+  std::optional<uint16_t> master_port;       // MASTER_PORT
+  bool agent_store = false;                  // TORCHELASTIC_USE_AGENT_STORE=True: the launcher hosts the TCP store
   std::optional<std::string> rdzv_endpoint;  // RINGTORCH_RDZV_ENDPOINT: a tcp/file/redis store URL
 
   // Namespacing and limits.
-  std::optional<std::string> run_id;  // RINGTORCH_RUN_ID, else TORCHELASTIC_RUN_ID
-  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT
+  std::optional<std::string> run_id;                 // RINGTORCH_RUN_ID, else TORCHELASTIC_RUN_ID
+  int restart_count = 0;                             // TORCHELASTIC_RESTART_COUNT
   std::optional<std::chrono::milliseconds> timeout;  // RINGTORCH_TIMEOUT (seconds)
 };
 

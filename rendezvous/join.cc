@@ -22,12 +22,11 @@ void wait_for_members(c10d::Store& store, const std::string& prefix, const Membe
   if (missing_keys.empty()) return;
   std::vector<int> missing;
   for (const auto& k : missing_keys) missing.push_back(std::stoi(k.substr(prefix.size())));
-  throw TimeoutError(str_cat(member_prefix(who), who.operation, ": ", stage, " timed out after ",
-                             format_duration_ms(timeout.count()), ": ", who.group_size - missing.size(), " of ",
-                             who.group_size, " ", who.noun, "s arrived; missing ", who.noun,
-                             missing.size() == 1 ? " " : "s ", member_list(missing),
-                             " (not started, crashed, or pointed at another store: check their logs); ",
-                             kRaiseTimeoutHint));
+  throw TimeoutError(
+      str_cat(member_prefix(who), who.operation, ": ", stage, " timed out after ", format_duration_ms(timeout.count()),
+              ": ", who.group_size - missing.size(), " of ", who.group_size, " ", who.noun, "s arrived; missing ",
+              who.noun, missing.size() == 1 ? " " : "s ", member_list(missing),
+              " (not started, crashed, or pointed at another store: check their logs); ", kRaiseTimeoutHint));
 }
 
 }  // namespace
@@ -42,12 +41,12 @@ int join_round(c10d::Store& scope, const MemberContext& who, std::chrono::millis
   const std::string members = str_cat("round/", round, "/", who.noun, "/");
   const int64_t seen = scope.add(members + std::to_string(who.member), 1);
   if (seen != 1) {
-    throw InvalidArgumentError(str_cat(
-        member_prefix(who), who.operation, ": ", who.noun, " ", who.member, " joined round ", round,
-        " twice. Either two processes were given the same ", who.noun,
-        " (check RANK / --node_rank), or an earlier job with the same run id crashed while joining "
-        "and left its keys: use a new run id (RINGTORCH_RUN_ID or ringrun --run_id), a fresh file:// path, "
-        "or another Redis db"));
+    throw InvalidArgumentError(
+        str_cat(member_prefix(who), who.operation, ": ", who.noun, " ", who.member, " joined round ", round,
+                " twice. Either two processes were given the same ", who.noun,
+                " (check RANK / --node_rank), or an earlier job with the same run id crashed while joining "
+                "and left its keys: use a new run id (RINGTORCH_RUN_ID or ringrun --run_id), a fresh file:// path, "
+                "or another Redis db"));
   }
   wait_for_members(scope, members, who, timeout, str_cat("waiting for all ", who.noun, "s to join"));
   return round;

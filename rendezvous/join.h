@@ -13,7 +13,6 @@
 
 #include <chrono>
 #include <string>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace ringtorch {
@@ -22,7 +21,7 @@ struct MemberContext {
   int member = 0;  // this member's index in [0, group_size)
   int group_size = 1;
   std::string noun = "rank";  // "rank" or "node", for messages
-  std::string operation;  // e.g. "rendezvous via tcp://10.0.0.1:29500", for messages
+  std::string operation;      // e.g. "rendezvous via tcp://10.0.0.1:29500", for messages
 };
 
 // "[rank 1/4] "

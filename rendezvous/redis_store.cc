@@ -1,11 +1,10 @@
 #include "rendezvous/redis_store.h"
 
+#include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <thread>
-
-#include <hiredis/hiredis.h>
 
 #include "rendezvous/error.h"
 #include "rendezvous/store_wait.h"
@@ -87,8 +86,7 @@ void RedisStore::connect_locked(Clock::time_point deadline) {
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
   throw IoError(str_cat("store ", description_, ": cannot connect to the Redis server: ", last_error,
-                        "; check the host and port (is redis-server running and reachable?), or ",
-                        kRaiseTimeoutHint));
+                        "; check the host and port (is redis-server running and reachable?), or ", kRaiseTimeoutHint));
 }
 
 void RedisStore::authenticate_and_select_locked() {
@@ -103,8 +101,8 @@ void RedisStore::authenticate_and_select_locked() {
       std::string text(reply->str, reply->len);
       context_.reset();
       if (is_auth_error(text)) {
-        throw InvalidArgumentError(str_cat("store ", description_, ": the Redis server refused the credentials (",
-                                           text, "); check USER:PASSWORD in redis://USER:PASSWORD@HOST:PORT"));
+        throw InvalidArgumentError(str_cat("store ", description_, ": the Redis server refused the credentials (", text,
+                                           "); check USER:PASSWORD in redis://USER:PASSWORD@HOST:PORT"));
       }
       throw IoError(str_cat("store ", description_, ": ", what, " failed: ", text));
     }
@@ -163,7 +161,8 @@ std::vector<uint8_t> RedisStore::get(const std::string& key) {
   wait({key}, timeout_);
   auto reply = command({"GET", key}, Retry::kIdempotent);
   if (reply->type != REDIS_REPLY_STRING) {
-    throw IoError(str_cat("store ", description_, ": key '", key, "' vanished between wait and get (deleted by another client?)"));
+    throw IoError(str_cat("store ", description_, ": key '", key,
+                          "' vanished between wait and get (deleted by another client?)"));
   }
   return std::vector<uint8_t>(reply->str, reply->str + reply->len);
 }
@@ -173,9 +172,7 @@ int64_t RedisStore::add(const std::string& key, int64_t value) {
   return reply->integer;
 }
 
-bool RedisStore::deleteKey(const std::string& key) {
-  return command({"DEL", key}, Retry::kIdempotent)->integer == 1;
-}
+bool RedisStore::deleteKey(const std::string& key) { return command({"DEL", key}, Retry::kIdempotent)->integer == 1; }
 
 bool RedisStore::check(const std::vector<std::string>& keys) {
   if (keys.empty()) return true;

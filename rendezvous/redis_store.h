@@ -19,9 +19,8 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <vector>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 struct redisContext;
 struct redisReply;
@@ -31,7 +30,7 @@ namespace ringtorch {
 struct RedisOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 6379;
-  std::string user;  // empty: the default user
+  std::string user;      // empty: the default user
   std::string password;  // empty: no AUTH
   int db = 0;
   // Bound on one connection attempt and on one command's round trip; reconnecting goes on,
@@ -64,8 +63,12 @@ class RedisStore : public c10d::Store {
   const std::string& description() const { return description_; }
 
  private:
-  struct ContextDeleter { void operator()(redisContext* c) const; };
-  struct ReplyDeleter { void operator()(redisReply* r) const; };
+  struct ContextDeleter {
+    void operator()(redisContext* c) const;
+  };
+  struct ReplyDeleter {
+    void operator()(redisReply* r) const;
+  };
   using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
   enum class Retry { kIdempotent, kNever };
 
@@ -73,9 +76,9 @@ class RedisStore : public c10d::Store {
   // Throws IoError on a server error reply or when the server stays unreachable.
   Reply command(const std::vector<std::string>& args, Retry retry);
   void connect_locked(std::chrono::steady_clock::time_point deadline);  // requires mutex_
-  void authenticate_and_select_locked();  // requires mutex_
+  void authenticate_and_select_locked();                                // requires mutex_
 
-  const RedisOptions options_;  // constant after construction
+  const RedisOptions options_;     // constant after construction
   const std::string description_;  // constant after construction
   std::mutex mutex_;
   std::unique_ptr<redisContext, ContextDeleter> context_;  // guarded by mutex_; null when disconnected

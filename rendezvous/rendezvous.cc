@@ -20,12 +20,13 @@ Identity resolve_identity(const RendezvousOptions& o, const InitMethod& m, const
   std::optional<int> world = o.world_size ? o.world_size : m.world_size ? m.world_size : job.world_size;
   const std::string where = m.text;
   if (!rank || !world) {
-    throw InvalidArgumentError(str_cat(
-        "init method '", where, "': ", !rank ? "the rank" : "the world size",
-        " is unknown; set RANK and WORLD_SIZE (or launch with ringrun / torchrun / srun / mpirun), "
-        "or pass ?rank=R&world_size=N in the URL"));
+    throw InvalidArgumentError(
+        str_cat("init method '", where, "': ", !rank ? "the rank" : "the world size",
+                " is unknown; set RANK and WORLD_SIZE (or launch with ringrun / torchrun / srun / mpirun), "
+                "or pass ?rank=R&world_size=N in the URL"));
   }
-  if (*world < 1) throw InvalidArgumentError(str_cat("init method '", where, "': world size ", *world, " must be >= 1"));
+  if (*world < 1)
+    throw InvalidArgumentError(str_cat("init method '", where, "': world size ", *world, " must be >= 1"));
   if (*rank < 0 || *rank >= *world) {
     throw InvalidArgumentError(str_cat("init method '", where, "': rank ", *rank, " is outside [0, ", *world,
                                        ") for world size ", *world, "; ranks run from 0 to world size - 1"));
@@ -87,7 +88,9 @@ Rendezvous rendezvous(const RendezvousOptions& options) {
     throw InvalidArgumentError("run id '" + r.run_id + "' must be non-empty and contain no '/'");
   }
   r.restart = job.restart_count;
-  r.timeout = options.timeout ? *options.timeout : method.timeout ? *method.timeout : job.timeout.value_or(kDefaultTimeout);
+  r.timeout = options.timeout  ? *options.timeout
+              : method.timeout ? *method.timeout
+                               : job.timeout.value_or(kDefaultTimeout);
 
   StoreRequest request;
   request.timeout = r.timeout;

@@ -19,7 +19,6 @@
 #include <chrono>
 #include <optional>
 #include <string>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "rendezvous/job_environment.h"
@@ -46,8 +45,8 @@ struct Rendezvous {
 
   std::string init_method;  // as given, password masked
   std::string run_id;
-  int restart = 0;  // the launcher's restart count (TORCHELASTIC_RESTART_COUNT)
-  int round = 0;  // the join round under <run id>/<restart>/
+  int restart = 0;          // the launcher's restart count (TORCHELASTIC_RESTART_COUNT)
+  int round = 0;            // the join round under <run id>/<restart>/
   std::string master_addr;  // where the store lives, when it is a host (empty for file://)
   std::chrono::milliseconds timeout = kDefaultTimeout;
 
@@ -58,7 +57,7 @@ struct Rendezvous {
   c10::intrusive_ptr<c10d::Store> store;
 
   std::string key_prefix() const;  // "<run id>/<restart>/<round>/"
-  std::string describe() const;  // "[rank 1/4] "
+  std::string describe() const;    // "[rank 1/4] "
 };
 
 Rendezvous rendezvous(const RendezvousOptions& options = {});

@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
-
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -47,7 +46,7 @@ c10::intrusive_ptr<c10d::Store> open_tcp(const StoreRequest& r) {
 
 c10::intrusive_ptr<c10d::Store> open_file(const StoreRequest& r) {
   const std::string dir = r.method.path.substr(0, r.method.path.rfind('/'));
-  struct stat st{};
+  struct stat st {};
   if (!dir.empty() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
     throw IoError(str_cat(r.context, "file store '", r.method.path, "': directory '", dir,
                           "' does not exist; create it (on a filesystem every node shares)"));
@@ -94,10 +93,14 @@ c10::intrusive_ptr<c10d::Store> open_redis(const StoreRequest& r) {
 
 c10::intrusive_ptr<c10d::Store> open_store(const StoreRequest& request) {
   switch (request.method.scheme) {
-    case InitScheme::kTcp: return open_tcp(request);
-    case InitScheme::kFile: return open_file(request);
-    case InitScheme::kRedis: return open_redis(request);
-    case InitScheme::kEnv: break;
+    case InitScheme::kTcp:
+      return open_tcp(request);
+    case InitScheme::kFile:
+      return open_file(request);
+    case InitScheme::kRedis:
+      return open_redis(request);
+    case InitScheme::kEnv:
+      break;
   }
   throw InvalidArgumentError("open_store: env:// names no store by itself; call rendezvous() instead");
 }

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <string>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "rendezvous/init_method.h"
@@ -13,10 +12,10 @@
 namespace ringtorch {
 
 struct StoreRequest {
-  InitMethod method;  // tcp, file or redis (env:// is resolved by rendezvous() first)
-  bool host_tcp_server = false;  // tcp: this process hosts the TCPStore (port 0: any free port)
+  InitMethod method;                          // tcp, file or redis (env:// is resolved by rendezvous() first)
+  bool host_tcp_server = false;               // tcp: this process hosts the TCPStore (port 0: any free port)
   std::chrono::milliseconds timeout{300000};  // connect and per-operation timeout
-  std::string context;  // "[rank 1/2] " or "[ringrun] ", prefixed to connection errors
+  std::string context;                        // "[rank 1/2] " or "[ringrun] ", prefixed to connection errors
 };
 
 c10::intrusive_ptr<c10d::Store> open_store(const StoreRequest& request);

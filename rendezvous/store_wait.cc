@@ -34,8 +34,8 @@ void wait_for_keys(c10d::Store& store, const std::vector<std::string>& keys, std
   auto missing = wait_until_keys_exist(store, keys, std::chrono::steady_clock::now() + timeout);
   if (missing.empty()) return;
   throw TimeoutError(str_cat("store ", store_description, ": timed out after ", format_duration_ms(timeout.count()),
-                             " waiting for key", missing.size() == 1 ? " " : "s ", quote_keys(missing),
-                             " (nobody set ", missing.size() == 1 ? "it" : "them", "); ", kRaiseTimeoutHint));
+                             " waiting for key", missing.size() == 1 ? " " : "s ", quote_keys(missing), " (nobody set ",
+                             missing.size() == 1 ? "it" : "them", "); ", kRaiseTimeoutHint));
 }
 
 std::string quote_keys(const std::vector<std::string>& keys, size_t max_shown) {

@@ -7,9 +7,8 @@
 
 #include <chrono>
 #include <string>
-#include <vector>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 namespace ringtorch {
 

@@ -59,8 +59,9 @@ DeviceSelection select_devices(const std::string& device, const std::vector<int>
                                          "--device auto or cpu"));
     }
     selection.devices = {c10::Device(c10::DeviceType::CPU)};
-    selection.note = gpus.empty() ? "no CUDA device visible: training on CPU"
-                                  : str_cat("no CUDA device visible: --gpus ", join_ids(gpus), " ignored, training on CPU");
+    selection.note = gpus.empty()
+                         ? "no CUDA device visible: training on CPU"
+                         : str_cat("no CUDA device visible: --gpus ", join_ids(gpus), " ignored, training on CPU");
     return selection;
   }
   auto check = [&](int id, const std::string& flag) {
@@ -87,8 +88,9 @@ DeviceSelection select_devices(const std::string& device, const std::vector<int>
   }
   selection.devices = {cuda(local_rank % cuda_device_count)};
   if (local_rank >= cuda_device_count) {
-    selection.note = str_cat("LOCAL_RANK ", local_rank, " but ", cuda_device_count,
-                             " CUDA device(s): ranks share GPUs (this one uses cuda:", local_rank % cuda_device_count, ")");
+    selection.note =
+        str_cat("LOCAL_RANK ", local_rank, " but ", cuda_device_count,
+                " CUDA device(s): ranks share GPUs (this one uses cuda:", local_rank % cuda_device_count, ")");
   }
   return selection;
 }

@@ -66,8 +66,8 @@ PlacedModel place_model(const TrainerOptions& o, const ImageShape& shape, const 
 
 // Test accuracy over the whole test set: each rank takes every world_size-th image (no
 // padding, so nothing is counted twice), the counts are summed across ranks.
-std::pair<int64_t, int64_t> evaluate(PlacedModel& model, const ImageDataset& test, ProcessGroup& group,
-                                     int batch_size, const c10::Device& device) {
+std::pair<int64_t, int64_t> evaluate(PlacedModel& model, const ImageDataset& test, ProcessGroup& group, int batch_size,
+                                     const c10::Device& device) {
   torch::NoGradGuard no_grad;
   model.module().eval();
   int64_t correct = 0, total = 0;
@@ -147,7 +147,8 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     if (o.resume) {
       if (auto resumed = checkpoints->load_latest(model.module(), optimizer.get())) {
         progress = *resumed;
-        if (rank == 0) std::printf("Resumed from epoch %lld (step %lld)\n", (long long)progress.epoch, (long long)progress.step);
+        if (rank == 0)
+          std::printf("Resumed from epoch %lld (step %lld)\n", (long long)progress.epoch, (long long)progress.step);
       }
     }
   }
@@ -202,8 +203,10 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       std::printf("Test accuracy: %.4f (%lld/%lld)\n", report.test_accuracy, (long long)correct, (long long)total);
       std::fflush(stdout);
       if (metrics) {
-        metrics << nlohmann::json({{"epoch", epoch + 1}, {"loss", report.final_loss},
-                                   {"test_accuracy", report.test_accuracy}, {"seconds", seconds},
+        metrics << nlohmann::json({{"epoch", epoch + 1},
+                                   {"loss", report.final_loss},
+                                   {"test_accuracy", report.test_accuracy},
+                                   {"seconds", seconds},
                                    {"samples_per_s", mine.size() * world / seconds}})
                        .dump()
                 << "\n";

@@ -32,11 +32,11 @@ struct TrainerOptions {
   double weight_decay = 0;
   std::string optimizer = "sgd";  // sgd | adam
   uint64_t seed = 0;
-  int threads = 0;               // intra-op threads per rank; 0: leave LibTorch's choice
-  std::string checkpoint_dir;    // empty: no checkpoints
-  bool resume = false;           // continue from checkpoint_dir's newest checkpoint
-  std::string metrics_path;      // empty: no metrics file
-  int log_interval = 100;        // batches between progress lines on rank 0 (lines style)
+  int threads = 0;                // intra-op threads per rank; 0: leave LibTorch's choice
+  std::string checkpoint_dir;     // empty: no checkpoints
+  bool resume = false;            // continue from checkpoint_dir's newest checkpoint
+  std::string metrics_path;       // empty: no metrics file
+  int log_interval = 100;         // batches between progress lines on rank 0 (lines style)
   std::string progress = "auto";  // auto | bar | lines | off (progress.h)
   // Devices (device_selection.h): --device auto|cpu|cuda|cuda:N and --gpus ids, resolved with
   // LOCAL_RANK and the visible CUDA devices; `devices`, when set, is used as given instead
@@ -51,11 +51,11 @@ void validate(const TrainerOptions& options);
 
 struct TrainingReport {
   int world_size = 0;
-  std::string device;  // "cpu", "cuda:0", "cuda:0,cuda:1" (DataParallel)
+  std::string device;             // "cpu", "cuda:0", "cuda:0,cuda:1" (DataParallel)
   double samples_per_second = 0;  // all ranks together, training only
   std::vector<double> epoch_seconds;
-  double final_loss = 0;     // mean over the last epoch's batches and ranks
-  double test_accuracy = 0;  // after the last epoch, counted over all ranks
+  double final_loss = 0;                    // mean over the last epoch's batches and ranks
+  double test_accuracy = 0;                 // after the last epoch, counted over all ranks
   std::vector<double> parameter_checksums;  // one per rank; all equal
   std::string to_json() const;
 };

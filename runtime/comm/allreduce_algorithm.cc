@@ -31,7 +31,8 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
 
 AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int world_size) {
   if (requested != AllreduceAlgorithm::kAuto) return requested;
-  if (world_size == 2) return bytes <= kDirectMaxBytesTwoRanks ? AllreduceAlgorithm::kDirect : AllreduceAlgorithm::kRing;
+  if (world_size == 2)
+    return bytes <= kDirectMaxBytesTwoRanks ? AllreduceAlgorithm::kDirect : AllreduceAlgorithm::kRing;
   const size_t fanout = bytes * static_cast<size_t>(world_size > 1 ? world_size - 1 : 1);
   return fanout <= kDirectMaxFanoutBytes ? AllreduceAlgorithm::kDirect : AllreduceAlgorithm::kRing;
 }

@@ -91,9 +91,21 @@ int64_t parse_byte_size(const std::string& text, const std::string& flag) {
   int64_t scale = 1;
   std::string digits = text;
   switch (text.back()) {
-    case 'K': case 'k': scale = 1 << 10; digits.pop_back(); break;
-    case 'M': case 'm': scale = 1 << 20; digits.pop_back(); break;
-    case 'G': case 'g': scale = 1 << 30; digits.pop_back(); break;
+    case 'K':
+    case 'k':
+      scale = 1 << 10;
+      digits.pop_back();
+      break;
+    case 'M':
+    case 'm':
+      scale = 1 << 20;
+      digits.pop_back();
+      break;
+    case 'G':
+    case 'g':
+      scale = 1 << 30;
+      digits.pop_back();
+      break;
   }
   return static_cast<int64_t>(parse_int_in_range(digits, 0, 1 << 30, flag)) * scale;
 }
@@ -197,12 +209,11 @@ std::string format_row(const BenchRow& r) {
 }
 
 std::string format_json(const BenchRow& r, int world_size) {
-  nlohmann::json j = {{"impl", "ringtorch"},     {"op", r.op},
-                      {"type", r.type},          {"bytes", r.bytes},
-                      {"count", r.count},        {"world_size", world_size},
-                      {"time_us", r.time_us},    {"median_us", r.median_us},
-                      {"algbw_gbs", r.algbw_gbs},
-                      {"busbw_gbs", r.busbw_gbs}};
+  nlohmann::json j = {{"impl", "ringtorch"},      {"op", r.op},
+                      {"type", r.type},           {"bytes", r.bytes},
+                      {"count", r.count},         {"world_size", world_size},
+                      {"time_us", r.time_us},     {"median_us", r.median_us},
+                      {"algbw_gbs", r.algbw_gbs}, {"busbw_gbs", r.busbw_gbs}};
   if (r.wrong >= 0) j["wrong"] = r.wrong;
   return j.dump() + "\n";
 }

@@ -14,8 +14,8 @@ void* current_cuda_stream(const at::Device& device) {
 #ifdef RINGTORCH_TORCH_CUDA
   return c10::cuda::getCurrentCUDAStream(device.index()).stream();
 #else
-  throw InvalidArgumentError(str_cat("a tensor on ", device.str(),
-                                     " reached ringtorch, which was built against a LibTorch without CUDA"));
+  throw InvalidArgumentError(
+      str_cat("a tensor on ", device.str(), " reached ringtorch, which was built against a LibTorch without CUDA"));
 #endif
 }
 

@@ -47,8 +47,8 @@ void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t e
     if (peer != rank) outbound->send(peer, slot);
   }
   auto remaining = [&] {
-    return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                      deadline - std::chrono::steady_clock::now()));
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
   };
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;

@@ -127,7 +127,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Stor
   if (creating_cross_host_groups) {
     group->path_ = "Gloo over TCP (the cross-host part of a hierarchical group)";
   } else if (size > 1) {
-    const std::string tag = (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
+    const std::string tag =
+        (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
     std::string identity = options.host_identity;
     if (const char* env = std::getenv("RINGTORCH_HOST_ID"); identity.empty() && env && *env) identity = env;
     HostPlan plan = plan_hosts(*group_store, rank, size, tag, shared_memory_enabled(options),
@@ -358,11 +359,10 @@ void ProcessGroup::execute(Task& task) {
     } catch (const std::exception& e) {
       // The direct algorithm already names the rank it waited for; Gloo's own ones do not.
       const std::string what = e.what();
-      const std::string peer =
-          what.find("peer rank ") != std::string::npos
-              ? ""
-              : name_failed_peer(group_store_, rank_, size_, what, task.work->description(),
-                                 std::min(task.timeout, std::chrono::milliseconds(2000)));
+      const std::string peer = what.find("peer rank ") != std::string::npos
+                                   ? ""
+                                   : name_failed_peer(group_store_, rank_, size_, what, task.work->description(),
+                                                      std::min(task.timeout, std::chrono::milliseconds(2000)));
       failure = classify_failure(task.work->description(), e, task.timeout, peer);
       std::lock_guard<std::mutex> lock(mutex_);
       broken_ = failure;
@@ -452,34 +452,36 @@ std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp 
   auto same_host = requested == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
   const size_t element_size = tensor.element_size();
   const auto first_algorithm = choose_allreduce_algorithm(requested, pieces[0].count * element_size, size_);
-  const std::string detail =
-      str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
-              !same_host ? allreduce_algorithm_name(first_algorithm) : cross_host_ ? "hierarchical" : "shared memory",
-              pieces.size() > 1 ? str_cat(", ", pieces.size(), " pieces") : std::string(),
-              transfer ? ", staged from the GPU" : "");
+  const std::string detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
+                                     !same_host    ? allreduce_algorithm_name(first_algorithm)
+                                     : cross_host_ ? "hierarchical"
+                                                   : "shared memory",
+                                     pieces.size() > 1 ? str_cat(", ", pieces.size(), " pieces") : std::string(),
+                                     transfer ? ", staged from the GPU" : "");
   // Averages of float32 CUDA tensors are divided on the device (cuBLAS), others on the host.
   const bool scale_on_device = transfer && op == ReduceOp::kAvg && tensor.scalar_type() == at::kFloat;
-  return submit({"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {user_tensor}, timeout,
-                [=](uint32_t tag) mutable {
-                  const auto deadline = std::chrono::steady_clock::now() + timeout;
-                  at::Tensor flat = tensor.view(-1);
-                  for (size_t k = 0; k < pieces.size(); ++k) {
-                    if (transfer) transfer->wait_in(k, deadline);
-                    at::Tensor piece = flat.narrow(0, static_cast<int64_t>(pieces[k].first),
-                                                   static_cast<int64_t>(pieces[k].count));
-                    if (same_host) {
-                      same_host->allreduce(piece, op, reduce, timeout);
-                    } else {
-                      allreduce_buffer(context, piece.data_ptr(), pieces[k].count, element_size, reduce,
-                                       choose_allreduce_algorithm(requested, pieces[k].count * element_size, size),
-                                       tag, timeout, *scratch);
-                    }
-                    if (op == ReduceOp::kAvg && !scale_on_device) piece.div_(size);
-                    if (transfer) transfer->copy_out(k, scale_on_device ? 1.0f / static_cast<float>(size) : 1.0f);
-                  }
-                  if (transfer) transfer->finish(deadline);
-                },
-                std::move(staging));
+  return submit(
+      {"allreduce", tensor.numel(), tensor.scalar_type(), -1, op}, detail, {user_tensor}, timeout,
+      [=](uint32_t tag) mutable {
+        const auto deadline = std::chrono::steady_clock::now() + timeout;
+        at::Tensor flat = tensor.view(-1);
+        for (size_t k = 0; k < pieces.size(); ++k) {
+          if (transfer) transfer->wait_in(k, deadline);
+          at::Tensor piece =
+              flat.narrow(0, static_cast<int64_t>(pieces[k].first), static_cast<int64_t>(pieces[k].count));
+          if (same_host) {
+            same_host->allreduce(piece, op, reduce, timeout);
+          } else {
+            allreduce_buffer(context, piece.data_ptr(), pieces[k].count, element_size, reduce,
+                             choose_allreduce_algorithm(requested, pieces[k].count * element_size, size), tag, timeout,
+                             *scratch);
+          }
+          if (op == ReduceOp::kAvg && !scale_on_device) piece.div_(size);
+          if (transfer) transfer->copy_out(k, scale_on_device ? 1.0f / static_cast<float>(size) : 1.0f);
+        }
+        if (transfer) transfer->finish(deadline);
+      },
+      std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
@@ -493,18 +495,20 @@ std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root,
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   auto same_host = same_host_;
-  return submit({"broadcast", tensor.numel(), tensor.scalar_type(), root},
-                str_cat(tensor_summary(tensor), " from rank ", root), {user_tensor}, timeout, [=](uint32_t tag) {
-                  if (tensor.numel() == 0) return;
-                  if (same_host) return same_host->broadcast(tensor, root, timeout);
-                  gloo::BroadcastOptions opts(context);
-                  opts.setOutput<uint8_t>(data_as<uint8_t>(tensor), tensor.nbytes());
-                  opts.setRoot(root);
-                  opts.setTag(tag);
-                  opts.setTimeout(timeout);
-                  gloo::broadcast(opts);
-                },
-                std::move(staging));
+  return submit(
+      {"broadcast", tensor.numel(), tensor.scalar_type(), root}, str_cat(tensor_summary(tensor), " from rank ", root),
+      {user_tensor}, timeout,
+      [=](uint32_t tag) {
+        if (tensor.numel() == 0) return;
+        if (same_host) return same_host->broadcast(tensor, root, timeout);
+        gloo::BroadcastOptions opts(context);
+        opts.setOutput<uint8_t>(data_as<uint8_t>(tensor), tensor.nbytes());
+        opts.setRoot(root);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::broadcast(opts);
+      },
+      std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output,
@@ -520,18 +524,20 @@ std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor
   auto context = context_;
   const auto timeout = call_timeout.value_or(timeout_);
   auto same_host = same_host_;
-  return submit({"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"),
-                user_tensors, timeout, [=](uint32_t tag) {
-                  if (input.numel() == 0) return;
-                  if (same_host) return same_host->allgather(input, output, timeout);
-                  gloo::AllgatherOptions opts(context);
-                  opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
-                  opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
-                  opts.setTag(tag);
-                  opts.setTimeout(timeout);
-                  gloo::allgather(opts);
-                },
-                std::move(staging));
+  return submit(
+      {"allgather", input.numel(), input.scalar_type()}, str_cat(tensor_summary(input), " per rank"), user_tensors,
+      timeout,
+      [=](uint32_t tag) {
+        if (input.numel() == 0) return;
+        if (same_host) return same_host->allgather(input, output, timeout);
+        gloo::AllgatherOptions opts(context);
+        opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+        opts.setOutput<uint8_t>(data_as<uint8_t>(output), output.nbytes());
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allgather(opts);
+      },
+      std::move(staging));
 }
 
 std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
@@ -558,17 +564,18 @@ std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tenso
   const auto timeout = call_timeout.value_or(timeout_);
   std::vector<size_t> bytes;
   for (int64_t c : counts) bytes.push_back(static_cast<size_t>(c) * input.element_size());
-  return submit({"allgatherv", total, input.scalar_type()}, str_cat(tensor_summary(output), " in all"), user_tensors,
-                timeout, [=](uint32_t tag) {
-                  if (total == 0) return;
-                  gloo::AllgathervOptions opts(context);
-                  opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
-                  opts.setOutput<uint8_t>(data_as<uint8_t>(output), bytes);
-                  opts.setTag(tag);
-                  opts.setTimeout(timeout);
-                  gloo::allgatherv(opts);
-                },
-                std::move(staging));
+  return submit(
+      {"allgatherv", total, input.scalar_type()}, str_cat(tensor_summary(output), " in all"), user_tensors, timeout,
+      [=](uint32_t tag) {
+        if (total == 0) return;
+        gloo::AllgathervOptions opts(context);
+        opts.setInput<uint8_t>(data_as<uint8_t>(input), input.nbytes());
+        opts.setOutput<uint8_t>(data_as<uint8_t>(output), bytes);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allgatherv(opts);
+      },
+      std::move(staging));
 }
 
 at::Tensor ProcessGroup::as_tensor(void* data, int64_t count, c10::ScalarType dtype) {

@@ -27,8 +27,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -56,7 +56,7 @@ struct Rendezvous;
 
 struct ProcessGroupOptions {
   std::optional<std::chrono::milliseconds> timeout;  // else RINGTORCH_TIMEOUT, else 300 s
-  std::string iface;             // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
+  std::string iface;  // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
   // "tcp" or "ibverbs" (InfiniBand/RoCE, when Gloo has it and the machine has a device; `iface`
   // then names the IB device). Default: RINGTORCH_TRANSPORT, else tcp.
   std::string transport;
@@ -251,19 +251,19 @@ class ProcessGroup {
   const int size_;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
-  std::string network_;                    // constant after create()
-  std::string path_;                       // constant after create()
+  std::string network_;  // constant after create()
+  std::string path_;     // constant after create()
   // Constant after create(): the same-host segment (null: TCP only), (several hosts) the group
   // of ranks with this rank's local index on the other hosts, and the collectives over both
   // (runtime/comm/shm/same_host_path.h; null: TCP only).
   std::unique_ptr<LocalCollectives> local_;
   std::shared_ptr<ProcessGroup> cross_host_;
   std::shared_ptr<const SameHostPath> same_host_;
-  bool member_ = true;                     // constant after create(); false: this rank is outside the subgroup
-  std::string members_;                    // constant after create(); "0, 2" for messages
-  c10::intrusive_ptr<c10d::Store> store_;  // constant after create(); subgroups prefix it
+  bool member_ = true;                           // constant after create(); false: this rank is outside the subgroup
+  std::string members_;                          // constant after create(); "0, 2" for messages
+  c10::intrusive_ptr<c10d::Store> store_;        // constant after create(); subgroups prefix it
   c10::intrusive_ptr<c10d::Store> group_store_;  // constant after create(): store_ under "gloo/<name>/"
-  std::string store_host_;                 // constant after create()
+  std::string store_host_;                       // constant after create()
   std::atomic<int> subgroups_created_{0};
   std::shared_ptr<gloo::Context> context_;  // constant after create(); used by the worker only
 

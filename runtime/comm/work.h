@@ -50,10 +50,10 @@ class Work {
   const std::chrono::milliseconds default_timeout_;
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
-  bool done_ = false;                                      // guarded by mutex_
+  bool done_ = false;                                                // guarded by mutex_
   std::chrono::steady_clock::time_point started_at_, completed_at_;  // guarded by mutex_
-  std::exception_ptr error_;                               // guarded by mutex_
-  std::function<void(std::chrono::milliseconds)> waiter_;  // guarded by mutex_; run by the first wait()
+  std::exception_ptr error_;                                         // guarded by mutex_
+  std::function<void(std::chrono::milliseconds)> waiter_;            // guarded by mutex_; run by the first wait()
 };
 
 }  // namespace ringtorch

@@ -1,5 +1,3 @@
-#include "runtime/cuda/blas.h"
-
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -8,6 +6,7 @@
 #include <map>
 
 #include "rendezvous/error.h"
+#include "runtime/cuda/blas.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace ringtorch {
@@ -83,9 +82,8 @@ void in_int_pieces(const void* device_data, int64_t count, void* stream, const c
 }
 
 void scale_in_place(float* data, int64_t count, float alpha, void* stream) {
-  in_int_pieces(data, count, stream, "cublasSscal", [&](cublasHandle_t h, int64_t offset, int n) {
-    return cublasSscal(h, n, &alpha, data + offset, 1);
-  });
+  in_int_pieces(data, count, stream, "cublasSscal",
+                [&](cublasHandle_t h, int64_t offset, int n) { return cublasSscal(h, n, &alpha, data + offset, 1); });
 }
 
 void add_scaled(float* y, const float* x, int64_t count, float alpha, void* stream) {

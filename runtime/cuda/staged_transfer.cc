@@ -32,10 +32,11 @@ void wait_event(cudaEvent_t event, std::chrono::steady_clock::time_point deadlin
     if (status != cudaErrorNotReady) check(status, "cudaEventQuery", what);
     const auto now = std::chrono::steady_clock::now();
     if (now > deadline) {
-      throw TimeoutError(str_cat(what, ": not finished by the operation's deadline (a copy between the GPU and pinned "
-                                       "host memory is stuck behind work on the caller's stream: a kernel that does "
-                                       "not end? If that work is merely long, raise RINGTORCH_TIMEOUT or the call's "
-                                       "timeout)"));
+      throw TimeoutError(str_cat(what,
+                                 ": not finished by the operation's deadline (a copy between the GPU and pinned "
+                                 "host memory is stuck behind work on the caller's stream: a kernel that does "
+                                 "not end? If that work is merely long, raise RINGTORCH_TIMEOUT or the call's "
+                                 "timeout)"));
     }
     if (now < spin_until) {
       std::this_thread::yield();
@@ -103,9 +104,9 @@ StagedTransfer::StagedTransfer(int device, void* device_data, std::vector<ByteRa
   for (size_t k = 0; k < s.pieces.size(); ++k) {
     const ByteRange& piece = s.pieces[k];
     s.in_events.push_back(new_event(device));
-    check(cudaMemcpyAsync(host + piece.offset, s.device_data + piece.offset, piece.bytes, cudaMemcpyDeviceToHost,
-                          s.side),
-          "cudaMemcpyAsync", s.describe(k));
+    check(
+        cudaMemcpyAsync(host + piece.offset, s.device_data + piece.offset, piece.bytes, cudaMemcpyDeviceToHost, s.side),
+        "cudaMemcpyAsync", s.describe(k));
     check(cudaEventRecord(s.in_events.back(), s.side), "cudaEventRecord", s.describe(k));
   }
 }

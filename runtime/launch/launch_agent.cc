@@ -9,7 +9,6 @@
 #include <cstring>
 #include <random>
 #include <thread>
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "rendezvous/error.h"
@@ -81,8 +80,8 @@ void LaunchAgent::open_store() {
   request.host_tcp_server = tcp && config_.node_rank == 0;
   store_ = ringtorch::open_store(request);
   placement_.master_addr = tcp ? request.method.host : config_.master_addr;
-  placement_.master_port = tcp ? (request.host_tcp_server ? hosted_tcp_port(*store_) : request.method.port)
-                               : config_.master_port;
+  placement_.master_port =
+      tcp ? (request.host_tcp_server ? hosted_tcp_port(*store_) : request.method.port) : config_.master_port;
   placement_.store_url = tcp ? "" : config_.rdzv_endpoint;
 }
 
@@ -273,7 +272,8 @@ int LaunchAgent::run() {
         log(str_cat("received ", signal_name(sig), "; stopping the workers"));
         if (config_.nnodes > 1) {
           try {
-            control_->set("abort", to_bytes(str_cat("node ", config_.node_rank, "'s ringrun received ", signal_name(sig))));
+            control_->set("abort",
+                          to_bytes(str_cat("node ", config_.node_rank, "'s ringrun received ", signal_name(sig))));
           } catch (const std::exception&) {
           }
         }
@@ -291,7 +291,8 @@ int LaunchAgent::run() {
           stop_workers(SIGTERM);
           return 1;
         }
-        log(str_cat(reason, "; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts, ")"));
+        log(str_cat(reason, "; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts,
+                    ")"));
         stop_workers(SIGTERM);
         continue;
       case Outcome::kLocalFailure: {

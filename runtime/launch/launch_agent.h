@@ -16,9 +16,8 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <vector>
-
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 #include "runtime/launch/launch_config.h"
 #include "runtime/launch/output_forwarder.h"
@@ -62,7 +61,7 @@ class LaunchAgent {
 
   const LaunchConfig config_;
   JobPlacement placement_;
-  c10::intrusive_ptr<c10d::Store> store_;  // the rendezvous store (hosted here on node 0)
+  c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
   c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/<round>/
   std::vector<Subprocess> workers_;
   std::vector<std::FILE*> logs_;  // one per local rank when --log_dir is given

@@ -37,28 +37,34 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
   bool master_port_given = false;
   using Setter = std::function<void(const std::string&)>;
   const std::map<std::string, Setter> with_value = {
-      {"__nproc_per_node", [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); }},
+      {"__nproc_per_node",
+       [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); }},
       {"__nnodes", [&](const std::string& v) { c.nnodes = parse_nnodes(v); }},
       {"__node_rank", [&](const std::string& v) { c.node_rank = parse_int_in_range(v, 0, 1 << 16, "--node_rank"); }},
       {"__master_addr", [&](const std::string& v) { c.master_addr = v; }},
-      {"__master_port", [&](const std::string& v) {
+      {"__master_port",
+       [&](const std::string& v) {
          c.master_port = static_cast<uint16_t>(parse_int_in_range(v, 1, 65535, "--master_port"));
          master_port_given = true;
        }},
       {"__rdzv_endpoint", [&](const std::string& v) { c.rdzv_endpoint = v; }},
-      {"__rdzv_backend", [&](const std::string& v) {
+      {"__rdzv_backend",
+       [&](const std::string& v) {
          if (v != "c10d" && v != "static") {
-           throw InvalidArgumentError("--rdzv_backend " + v + ": ringrun supports c10d and static (both mean: "
+           throw InvalidArgumentError("--rdzv_backend " + v +
+                                      ": ringrun supports c10d and static (both mean: "
                                       "the store named by --rdzv_endpoint or --master_addr/--master_port)");
          }
        }},
-      {"__max_restarts", [&](const std::string& v) { c.max_restarts = parse_int_in_range(v, 0, 1 << 20, "--max_restarts"); }},
+      {"__max_restarts",
+       [&](const std::string& v) { c.max_restarts = parse_int_in_range(v, 0, 1 << 20, "--max_restarts"); }},
       {"__log_dir", [&](const std::string& v) { c.log_dir = v; }},
       {"__run_id", [&](const std::string& v) { c.run_id = v; }},
       {"__rdzv_id", [&](const std::string& v) { c.run_id = v; }},
       {"__timeout", [&](const std::string& v) { c.timeout = parse_seconds(v, "--timeout"); }},
       {"__term_timeout", [&](const std::string& v) { c.term_timeout = parse_seconds(v, "--term_timeout"); }},
-      {"__monitor_interval", [&](const std::string& v) { c.monitor_interval = parse_seconds(v, "--monitor_interval"); }},
+      {"__monitor_interval",
+       [&](const std::string& v) { c.monitor_interval = parse_seconds(v, "--monitor_interval"); }},
   };
   size_t i = 0;
   for (; i < args.size(); ++i) {
@@ -99,7 +105,8 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
   c.program.assign(args.begin() + static_cast<long>(i), args.end());
   if (c.program.empty()) throw InvalidArgumentError("no program to launch; usage: ringrun [flags] PROGRAM [ARGS...]");
   if (c.standalone) {
-    if (c.nnodes != 1 || c.node_rank != 0) throw InvalidArgumentError("--standalone runs one node: drop --nnodes/--node_rank");
+    if (c.nnodes != 1 || c.node_rank != 0)
+      throw InvalidArgumentError("--standalone runs one node: drop --nnodes/--node_rank");
     if (!c.rdzv_endpoint.empty()) throw InvalidArgumentError("--standalone hosts its own store: drop --rdzv_endpoint");
     c.master_addr = "127.0.0.1";
     if (!master_port_given) c.master_port = 0;  // a free port
@@ -113,7 +120,8 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
   }
   if (!c.rdzv_endpoint.empty()) {
     InitMethod m = parse_init_method(c.rdzv_endpoint);
-    if (m.scheme == InitScheme::kEnv) throw InvalidArgumentError("--rdzv_endpoint env:// names no store; give tcp://, file:// or redis://");
+    if (m.scheme == InitScheme::kEnv)
+      throw InvalidArgumentError("--rdzv_endpoint env:// names no store; give tcp://, file:// or redis://");
   }
   if (!c.run_id.empty() && c.run_id.find('/') != std::string::npos) {
     throw InvalidArgumentError("--run_id " + c.run_id + ": must not contain '/'");

@@ -21,11 +21,11 @@ struct LaunchConfig {
   std::string rdzv_endpoint;
   bool standalone = false;  // one node, store on 127.0.0.1 at a free port
   int max_restarts = 0;
-  std::string log_dir;  // empty: no log files
-  std::string run_id;  // empty: generated (or agreed through node 0's store)
+  std::string log_dir;   // empty: no log files
+  std::string run_id;    // empty: generated (or agreed through node 0's store)
   bool use_env = false;  // false: pass --local_rank=N to the program (torch.distributed.launch)
   std::optional<std::chrono::milliseconds> timeout;  // rendezvous/store timeout, also given to workers
-  std::chrono::milliseconds term_timeout{5000};  // SIGTERM -> SIGKILL grace period
+  std::chrono::milliseconds term_timeout{5000};      // SIGTERM -> SIGKILL grace period
   std::chrono::milliseconds monitor_interval{100};
   std::vector<std::string> program;  // the program and its arguments
 };

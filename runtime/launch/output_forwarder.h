@@ -30,7 +30,7 @@ class OutputForwarder {
     std::string prefix;
     bool to_stderr = false;
     std::FILE* log = nullptr;  // not owned
-    std::string pending;  // bytes after the last newline
+    std::string pending;       // bytes after the last newline
   };
   void emit(Stream& s, const std::string& line);
   void flush(Stream& s);

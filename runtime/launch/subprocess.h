@@ -22,7 +22,7 @@ namespace ringtorch {
 
 struct ExitStatus {
   bool signaled = false;
-  int code = 0;  // exit code, when !signaled
+  int code = 0;    // exit code, when !signaled
   int signal = 0;  // terminating signal, when signaled
 
   bool success() const { return !signaled && code == 0; }
@@ -33,10 +33,10 @@ struct ExitStatus {
 };
 
 struct SpawnOptions {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  std::vector<std::string> argv;           // argv[0] is looked up in PATH when it has no '/'
   std::map<std::string, std::string> env;  // added to (or replacing) this process's environment
-  bool capture_output = true;  // false: the child inherits stdout and stderr
-  std::string working_directory;  // empty: the current one
+  bool capture_output = true;              // false: the child inherits stdout and stderr
+  std::string working_directory;           // empty: the current one
 };
 
 class Subprocess {

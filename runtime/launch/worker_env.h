@@ -15,7 +15,7 @@ struct JobPlacement {
   int restart = 0;
   std::string master_addr;
   uint16_t master_port = 0;  // the port the store really listens on (after --standalone)
-  std::string store_url;  // file:// or redis:// endpoint; empty for the node-0 TCP store
+  std::string store_url;     // file:// or redis:// endpoint; empty for the node-0 TCP store
 };
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,

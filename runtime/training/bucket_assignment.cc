@@ -5,8 +5,8 @@
 
 namespace ringtorch {
 
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketCandidate>& candidates,
-                                                size_t first_cap_bytes, size_t cap_bytes) {
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketCandidate>& candidates, size_t first_cap_bytes,
+                                                size_t cap_bytes) {
   struct Open {
     std::vector<size_t> members;
     size_t bytes = 0;

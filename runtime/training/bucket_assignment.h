@@ -20,7 +20,7 @@ struct BucketCandidate {
 
 // Returns buckets in the order they become ready (first: the last parameters), each a list of
 // indices into `candidates` in the order their gradients arrive.
-std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketCandidate>& candidates,
-                                                size_t first_cap_bytes, size_t cap_bytes);
+std::vector<std::vector<size_t>> assign_buckets(const std::vector<BucketCandidate>& candidates, size_t first_cap_bytes,
+                                                size_t cap_bytes);
 
 }  // namespace ringtorch

@@ -57,8 +57,8 @@ void write_fully(int fd, const char* data, size_t size, const std::string& path)
 
 // temp file, fsync, rename, fsync the directory: `path` is either the whole content or absent.
 void write_atomically(const std::string& path, const std::vector<char>& bytes) {
-  const std::string temporary = str_cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(),
-                                        ".tmp.", ::getpid());
+  const std::string temporary =
+      str_cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(), ".tmp.", ::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(str_cat("checkpoint: cannot create ", temporary, ": ", std::strerror(errno)));
   try {
@@ -150,8 +150,8 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
     if (!state.contains(name)) {
       problems += str_cat("; missing '", name, "'");
     } else if (state.at(name).toTensor().sizes() != target.sizes()) {
-      problems += str_cat("; '", name, "' has shape ", state.at(name).toTensor().sizes(), ", the model ",
-                          target.sizes());
+      problems +=
+          str_cat("; '", name, "' has shape ", state.at(name).toTensor().sizes(), ", the model ", target.sizes());
     }
   }
   if (static_cast<size_t>(state.size()) != targets.size() && problems.empty()) {

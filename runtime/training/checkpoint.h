@@ -37,8 +37,8 @@ namespace ringtorch {
 
 struct TrainingProgress {
   int64_t epoch = 0;
-  int64_t step = 0;              // optimizer steps so far, over all epochs
-  int64_t samples_in_epoch = 0;  // this rank's sampler position within `epoch`
+  int64_t step = 0;                             // optimizer steps so far, over all epochs
+  int64_t samples_in_epoch = 0;                 // this rank's sampler position within `epoch`
   std::map<std::string, std::string> metadata;  // run metadata (model name, world size, ...)
 };
 
@@ -48,8 +48,8 @@ class Checkpointer {
 
   // Rank 0 (or the caller, without a group) writes; then every rank of `group` meets at a
   // barrier, so none runs ahead of a checkpoint being written. Returns the file's path.
-  std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
-                   const TrainingProgress& progress, ProcessGroup* group = nullptr);
+  std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer, const TrainingProgress& progress,
+                   ProcessGroup* group = nullptr);
 
   // Restores the newest complete checkpoint into `model` (and `optimizer`, and the CPU RNG);
   // corrupt or incomplete ones are skipped with a warning on stderr. nullopt: none found.

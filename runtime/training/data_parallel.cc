@@ -82,9 +82,9 @@ struct DataParallel::State : std::enable_shared_from_this<State> {
   std::vector<torch::Device> devices;
   torch::Device output_device{torch::kCPU};
   std::vector<torch::nn::AnyModule> replicas;
-  std::vector<std::vector<at::Tensor>> params;   // [replica][parameter]
-  std::vector<std::vector<at::Tensor>> buffers;  // [replica][buffer]
-  std::vector<std::unique_ptr<ReplicaWorker>> workers;  // [replica]; none for the primary
+  std::vector<std::vector<at::Tensor>> params;                       // [replica][parameter]
+  std::vector<std::vector<at::Tensor>> buffers;                      // [replica][buffer]
+  std::vector<std::unique_ptr<ReplicaWorker>> workers;               // [replica]; none for the primary
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators;  // autograd holds them weakly
   std::mutex mutex;
   bool reduction_queued = false;  // guarded by mutex: this backward's callback is queued

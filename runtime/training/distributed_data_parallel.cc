@@ -17,12 +17,12 @@ using Clock = std::chrono::steady_clock;
 
 struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   struct Bucket {
-    at::Tensor flat;                  // the gradients of `members`, back to back
-    std::vector<size_t> members;      // parameter indices
-    std::vector<int64_t> offsets;     // element offset of each member in `flat`
-    size_t pending = 0;               // members whose gradient has not arrived this iteration
+    at::Tensor flat;               // the gradients of `members`, back to back
+    std::vector<size_t> members;   // parameter indices
+    std::vector<int64_t> offsets;  // element offset of each member in `flat`
+    size_t pending = 0;            // members whose gradient has not arrived this iteration
     bool launched = false;
-    PendingReduction reduction;       // from the comm hook, once launched
+    PendingReduction reduction;  // from the comm hook, once launched
     Clock::time_point launched_at;
   };
 
@@ -172,8 +172,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       // from_blob, not narrow().view(): optimizers' zero_grad() detaches .grad in place, which
       // autograd refuses for views; this shares the memory without being an autograd view.
       at::Tensor flat = bucket.flat;
-      at::Tensor view = at::from_blob(static_cast<char*>(flat.data_ptr()) + bucket.offsets[k] * flat.element_size(),
-                                      p.sizes(), [flat](void*) {}, flat.options());
+      at::Tensor view = at::from_blob(
+          static_cast<char*>(flat.data_ptr()) + bucket.offsets[k] * flat.element_size(), p.sizes(), [flat](void*) {},
+          flat.options());
       if (p.grad().defined()) view.copy_(p.grad());
       s.grad_views[i] = view;
       p.mutable_grad() = view;

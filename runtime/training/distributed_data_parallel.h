@@ -40,8 +40,8 @@
 namespace ringtorch {
 
 struct DdpOptions {
-  double bucket_cap_mb = 25;     // later buckets close at this size (MiB)
-  double first_bucket_mb = 1;    // the first bucket of each dtype/device, small to start early
+  double bucket_cap_mb = 25;      // later buckets close at this size (MiB)
+  double first_bucket_mb = 1;     // the first bucket of each dtype/device, small to start early
   bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm statistics) before every forward
   bool find_unused_parameters = false;
   CommHook comm_hook;  // empty: allreduce_hook(); see comm_hooks.h for fp16/bf16 compression

@@ -1,6 +1,8 @@
 // The trainer's pieces that need no launcher: device selection (every rule, with pretend CUDA
 // device counts: the GPU itself cannot be tested here), the progress display, and train() with
 // DataParallel inside each rank (two CPU "devices") matching one device per rank.
+#include "apps/trainer/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
-#include "apps/trainer/trainer.h"
 #include "rendezvous/error.h"
 #include "support/error_of.h"
 #include "support/thread_ranks.h"
@@ -52,7 +53,9 @@ TEST(DeviceSelection, BadChoicesNameTheFlag) {
             std::string::npos);
   EXPECT_NE(error_of([] { select_devices("cuda:3", {}, 0, 2); }).find("cuda:3 does not exist; 2 CUDA device(s)"),
             std::string::npos);
-  EXPECT_NE(error_of([] { select_devices("auto", {0, 5}, 0, 2); }).find("--gpus 0,5: cuda:5 does not exist"),
+  EXPECT_NE(error_of([] {
+              select_devices("auto", {0, 5}, 0, 2);
+            }).find("--gpus 0,5: cuda:5 does not exist"),
             std::string::npos);
   EXPECT_NE(error_of([] { select_devices("cpu", {0}, 0, 2); }).find("--gpus 0: needs --device cuda or auto"),
             std::string::npos);

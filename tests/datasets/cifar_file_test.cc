@@ -1,6 +1,8 @@
 // The CIFAR-10 reader on files written here in the binary format (Debian packages no CIFAR-10;
 // the format is fully specified by its 3073-byte records): values, channel order, the
 // per-channel normalisation, and every way a file can be wrong.
+#include "datasets/cifar_file.h"
+
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -8,7 +10,6 @@
 #include <filesystem>
 #include <fstream>
 
-#include "datasets/cifar_file.h"
 #include "datasets/image_dataset.h"
 #include "rendezvous/error.h"
 #include "support/error_of.h"
@@ -50,16 +51,20 @@ TEST(Cifar10File, RefusesPartialRecordsEmptyFilesAndBadLabels) {
   auto bytes = records(3);
   bytes.pop_back();
   write(dir.file("short.bin"), bytes);
-  EXPECT_NE(error_of<IoError>([&] { read_cifar10_batch(dir.file("short.bin")); }).find("9218 bytes is not a whole number of 3073-byte"),
+  EXPECT_NE(error_of<IoError>([&] {
+              read_cifar10_batch(dir.file("short.bin"));
+            }).find("9218 bytes is not a whole number of 3073-byte"),
             std::string::npos);
   write(dir.file("empty.bin"), {});
-  EXPECT_NE(error_of<IoError>([&] { read_cifar10_batch(dir.file("empty.bin")); }).find("empty file"), std::string::npos);
+  EXPECT_NE(error_of<IoError>([&] { read_cifar10_batch(dir.file("empty.bin")); }).find("empty file"),
+            std::string::npos);
   bytes = records(3);
   bytes[2 * kCifarRecordBytes] = 42;
   write(dir.file("label.bin"), bytes);
   const std::string why = error_of<InvalidArgumentError>([&] { read_cifar10_batch(dir.file("label.bin")); });
   EXPECT_NE(why.find("label.bin: record 2 has label 42"), std::string::npos) << why;
-  EXPECT_NE(error_of<IoError>([&] { read_cifar10_batch(dir.file("absent.bin")); }).find("absent.bin"), std::string::npos);
+  EXPECT_NE(error_of<IoError>([&] { read_cifar10_batch(dir.file("absent.bin")); }).find("absent.bin"),
+            std::string::npos);
 }
 
 TEST(Cifar10Dataset, LoadsTheSplitsFromTheTarballFolderAndNormalisesPerChannel) {
@@ -88,8 +93,9 @@ TEST(Cifar10Dataset, AMissingBatchOrDirectoryIsNamed) {
   EXPECT_NE(why.find("missing dataset file " + dir.file("data_batch_5.bin")), std::string::npos) << why;
   EXPECT_NE(error_of<InvalidArgumentError>([&] { load_dataset("cifar10", "", true); }).find("needs --data-dir"),
             std::string::npos);
-  EXPECT_NE(error_of<InvalidArgumentError>([&] { load_dataset("cifar100", "", true); }).find("known datasets: cifar10,"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of<InvalidArgumentError>([&] { load_dataset("cifar100", "", true); }).find("known datasets: cifar10,"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "rendezvous/error.h"
@@ -77,7 +77,8 @@ TEST(DistributedSampler, IdenticalToPythonsForTheWholeGrid) {
     ASSERT_EQ(sampler.indices(), expected) << line.substr(0, 200);
     ASSERT_EQ(sampler.num_samples(), c["len"].get<int64_t>());
     ASSERT_LT(cases, stored.size());
-    EXPECT_EQ(digest(expected), stored[cases]["digest"].get<std::string>()) << "stored digest out of date: " << line.substr(0, 120);
+    EXPECT_EQ(digest(expected), stored[cases]["digest"].get<std::string>())
+        << "stored digest out of date: " << line.substr(0, 120);
   }
   EXPECT_EQ(cases, stored.size());
 }

@@ -18,9 +18,10 @@
 namespace ringtorch {
 namespace {
 
-#define SKIP_WITHOUT_CUDA()                                                                          \
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device (or a LibTorch built without CUDA): nothing to test " \
-                                      "here; tests/gpu/device_check.sh runs this on a GPU machine"
+#define SKIP_WITHOUT_CUDA()                                                             \
+  if (!at::hasCUDA())                                                                   \
+  GTEST_SKIP() << "no CUDA device (or a LibTorch built without CUDA): nothing to test " \
+                  "here; tests/gpu/device_check.sh runs this on a GPU machine"
 
 // Every collective on CUDA tensors gives what it gives on CPU tensors.
 TEST(CudaProcessGroup, EveryCollectiveOnCudaTensorsEqualsTheCpuResult) {

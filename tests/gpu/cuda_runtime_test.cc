@@ -16,10 +16,10 @@
 namespace ringtorch {
 namespace {
 
-#define SKIP_WITHOUT_GPU()                                     \
-  do {                                                         \
-    std::string why;                                           \
-    if (!cuda::device_available(&why)) GTEST_SKIP() << why;    \
+#define SKIP_WITHOUT_GPU()                                  \
+  do {                                                      \
+    std::string why;                                        \
+    if (!cuda::device_available(&why)) GTEST_SKIP() << why; \
   } while (0)
 
 struct DeviceFloats {

@@ -1,6 +1,6 @@
-#include "gpu/spin_kernel.h"
-
 #include <cuda_runtime.h>
+
+#include "gpu/spin_kernel.h"
 
 namespace ringtorch::testing {
 namespace {

@@ -16,8 +16,8 @@ LaunchConfig parse(std::vector<std::string> args) {
 }
 
 TEST(LaunchConfig, TorchrunFlagsInEverySpelling) {
-  auto c = parse({"--nproc_per_node=2", "--nnodes", "3", "--node-rank", "1", "--master_addr=10.0.0.1",
-                  "--master-port", "23456", "--max_restarts", "2", "--run_id", "job", "prog", "--lr", "0.1"});
+  auto c = parse({"--nproc_per_node=2", "--nnodes", "3", "--node-rank", "1", "--master_addr=10.0.0.1", "--master-port",
+                  "23456", "--max_restarts", "2", "--run_id", "job", "prog", "--lr", "0.1"});
   EXPECT_EQ(c.nproc_per_node, 2);
   EXPECT_EQ(c.nnodes, 3);
   EXPECT_EQ(c.node_rank, 1);
@@ -46,9 +46,9 @@ TEST(LaunchConfig, HelpDocumentsEveryFlag) {
   bool help = false;
   parse_launch_args({"--help"}, &help);
   EXPECT_TRUE(help);
-  for (const char* flag : {"--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
-                           "--rdzv_endpoint", "--standalone", "--max_restarts", "--log_dir", "--run_id", "--use_env",
-                           "--timeout", "--term_timeout"}) {
+  for (const char* flag :
+       {"--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port", "--rdzv_endpoint",
+        "--standalone", "--max_restarts", "--log_dir", "--run_id", "--use_env", "--timeout", "--term_timeout"}) {
     EXPECT_NE(launch_usage().find(flag), std::string::npos) << flag;
   }
 }
@@ -79,14 +79,22 @@ TEST(LaunchConfig, BadFlagsNameTheProblem) {
 }
 
 TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
-  auto c = parse({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
+  auto c = parse(
+      {"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
   JobPlacement p{"run7", 2, "10.0.0.1", 29400, ""};
   auto env = worker_environment(c, p, 1, false);
-  const std::map<std::string, std::string> expected = {
-      {"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
-      {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-      {"TORCHELASTIC_RUN_ID", "run7"}, {"TORCHELASTIC_RESTART_COUNT", "2"}, {"TORCHELASTIC_MAX_RESTARTS", "3"},
-      {"OMP_NUM_THREADS", "1"}};
+  const std::map<std::string, std::string> expected = {{"RANK", "3"},
+                                                       {"LOCAL_RANK", "1"},
+                                                       {"WORLD_SIZE", "4"},
+                                                       {"LOCAL_WORLD_SIZE", "2"},
+                                                       {"GROUP_RANK", "1"},
+                                                       {"MASTER_ADDR", "10.0.0.1"},
+                                                       {"MASTER_PORT", "29400"},
+                                                       {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                       {"TORCHELASTIC_RUN_ID", "run7"},
+                                                       {"TORCHELASTIC_RESTART_COUNT", "2"},
+                                                       {"TORCHELASTIC_MAX_RESTARTS", "3"},
+                                                       {"OMP_NUM_THREADS", "1"}};
   for (const auto& [name, value] : expected) EXPECT_EQ(env[name], value) << name;
   EXPECT_EQ(env["RINGTORCH_TIMEOUT"].substr(0, 2), "30");
   EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";

@@ -66,9 +66,9 @@ TEST(Ringrun, TwoNodesOfTwoProcessesOnOneMachine) {
   const std::string port = std::to_string(free_port());
   std::vector<Subprocess> nodes;
   for (int node = 0; node < 2; ++node) {
-    nodes.push_back(start_ringrun({"--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "2",
-                                   "--master_addr", "127.0.0.1", "--master_port", port, "--timeout", "60",
-                                   build_path("apps/ringhello")}));
+    nodes.push_back(
+        start_ringrun({"--nnodes", "2", "--node_rank", std::to_string(node), "--nproc_per_node", "2", "--master_addr",
+                       "127.0.0.1", "--master_port", port, "--timeout", "60", build_path("apps/ringhello")}));
   }
   LaunchResult node1 = finish(nodes[1]);
   LaunchResult node0 = finish(nodes[0]);
@@ -77,14 +77,16 @@ TEST(Ringrun, TwoNodesOfTwoProcessesOnOneMachine) {
   const std::string all = node0.out + node1.out;
   EXPECT_EQ(count(all, "sum of ranks through the store: 6 (expected 6) OK"), 4) << all;
   for (int rank = 0; rank < 4; ++rank) {
-    EXPECT_NE(all.find("[rank " + std::to_string(rank) + "]: [rank " + std::to_string(rank) + "/4]"), std::string::npos);
+    EXPECT_NE(all.find("[rank " + std::to_string(rank) + "]: [rank " + std::to_string(rank) + "/4]"),
+              std::string::npos);
   }
   EXPECT_NE(node1.out.find("(local 1/2"), std::string::npos) << node1.out;
 }
 
 TEST(Ringrun, FailingWorkerTearsTheGroupDownWithItsExitCode) {
   TempDir dir;
-  const std::string script = "echo $$ > " + dir.path() + "/pid.$RANK; "
+  const std::string script = "echo $$ > " + dir.path() +
+                             "/pid.$RANK; "
                              "if [ \"$RANK\" = 1 ]; then sleep 0.3; echo dying >&2; exit 3; fi; sleep 120";
   auto start = std::chrono::steady_clock::now();
   auto r = ringrun({"--standalone", "--nproc_per_node", "2", "--use_env", "sh", "-c", script});
@@ -107,9 +109,11 @@ TEST(Ringrun, MaxRestartsRestartsTheGroupOnceWithANewGeneration) {
   TempDir dir;
   // Rank 1 fails in the first generation only; then every rank runs ringhello, whose key
   // prefix shows the restart count.
-  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + dir.path() + "/attempts.$RANK; "
+  const std::string script = "echo $TORCHELASTIC_RESTART_COUNT >> " + dir.path() +
+                             "/attempts.$RANK; "
                              "if [ \"$RANK\" = 1 ] && [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then exit 5; fi; "
-                             "exec " + build_path("apps/ringhello");
+                             "exec " +
+                             build_path("apps/ringhello");
   auto r = ringrun({"--standalone", "--nproc_per_node", "2", "--max_restarts", "1", "--use_env", "--timeout", "60",
                     "sh", "-c", script});
   EXPECT_EQ(r.status.code, 0) << r.err;
@@ -130,7 +134,8 @@ TEST(Ringrun, SigtermReachesEveryWorkerAndLeavesNoOrphan) {
   const std::string script = "if [ \"$RANK\" = 1 ]; then trap '' TERM; fi; echo $$ > " + dir.path() +
                              "/pid.$RANK.tmp; mv " + dir.path() + "/pid.$RANK.tmp " + dir.path() +
                              "/pid.$RANK; while true; do sleep 0.1; done";
-  auto p = start_ringrun({"--standalone", "--nproc_per_node", "2", "--use_env", "--term_timeout", "0.5", "sh", "-c", script});
+  auto p = start_ringrun(
+      {"--standalone", "--nproc_per_node", "2", "--use_env", "--term_timeout", "0.5", "sh", "-c", script});
   ASSERT_TRUE(wait_for_file(dir.path() + "/pid.0"));
   ASSERT_TRUE(wait_for_file(dir.path() + "/pid.1"));
   const int pid0 = std::stoi(read_file(dir.path() + "/pid.0"));

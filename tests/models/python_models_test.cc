@@ -2,11 +2,11 @@
 // definition of models/python/ringtorch_models.py with load_state_dict(strict=True) and gives
 // the same eval-mode outputs (Debian's python3-torch; skipped without it).
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "models/registry.h"
 #include "runtime/training/checkpoint.h"
@@ -48,9 +48,9 @@ TEST(PythonModels, LoadRingtorchCheckpointsStrictlyAndComputeTheSame) {
     const int64_t numel = 2 * shape.channels * shape.height * shape.width;
     const auto expected =
         model.forward(torch::linspace(-1, 1, numel).reshape({2, shape.channels, shape.height, shape.width}));
-    const std::string out = run_and_capture("/usr/bin/python3 " + testing::source_path("tests/models/python_models.py") +
-                                            " " + path + " " + name + " " + std::to_string(shape.channels) + " " +
-                                            std::to_string(shape.height) + " " + std::to_string(shape.width));
+    const std::string out = run_and_capture(
+        "/usr/bin/python3 " + testing::source_path("tests/models/python_models.py") + " " + path + " " + name + " " +
+        std::to_string(shape.channels) + " " + std::to_string(shape.height) + " " + std::to_string(shape.width));
     const auto python = nlohmann::json::parse(out).get<std::vector<float>>();
     ASSERT_EQ(static_cast<int64_t>(python.size()), expected.numel());
     EXPECT_TRUE(torch::allclose(torch::tensor(python).view_as(expected), expected, 1e-4, 1e-5))

@@ -21,14 +21,14 @@ TEST(ModelRegistry, MlpHasThePythonParameterNamesAndShapes) {
 // Parameter names and shapes as Python's definitions in models/*.h give them (state_dict order).
 TEST(ModelRegistry, Mlp3AndLeNetHaveThePythonParameterNamesAndShapes) {
   const std::vector<std::pair<std::string, std::vector<int64_t>>> mlp3 = {
-      {"fc1.weight", {1024, 784}}, {"fc1.bias", {1024}}, {"fc2.weight", {1024, 1024}},
+      {"fc1.weight", {1024, 784}}, {"fc1.bias", {1024}},       {"fc2.weight", {1024, 1024}},
       {"fc2.bias", {1024}},        {"fc3.weight", {10, 1024}}, {"fc3.bias", {10}}};
   const std::vector<std::pair<std::string, std::vector<int64_t>>> lenet = {
-      {"conv1.weight", {6, 1, 5, 5}}, {"conv1.bias", {6}},   {"conv2.weight", {16, 6, 5, 5}},
-      {"conv2.bias", {16}},           {"fc1.weight", {120, 400}}, {"fc1.bias", {120}},
-      {"fc2.weight", {84, 120}},      {"fc2.bias", {84}},    {"fc3.weight", {10, 84}},
-      {"fc3.bias", {10}}};
-  for (const auto& [name, expected] : {std::make_pair(std::string("mlp3"), mlp3), std::make_pair(std::string("lenet"), lenet)}) {
+      {"conv1.weight", {6, 1, 5, 5}}, {"conv1.bias", {6}}, {"conv2.weight", {16, 6, 5, 5}}, {"conv2.bias", {16}},
+      {"fc1.weight", {120, 400}},     {"fc1.bias", {120}}, {"fc2.weight", {84, 120}},       {"fc2.bias", {84}},
+      {"fc3.weight", {10, 84}},       {"fc3.bias", {10}}};
+  for (const auto& [name, expected] :
+       {std::make_pair(std::string("mlp3"), mlp3), std::make_pair(std::string("lenet"), lenet)}) {
     auto model = make_model(name);
     auto params = model.ptr()->named_parameters();
     ASSERT_EQ(params.size(), expected.size()) << name;

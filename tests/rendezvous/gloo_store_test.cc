@@ -5,13 +5,13 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <exception>
 #include <memory>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
@@ -23,7 +23,8 @@ using std::chrono::milliseconds;
 
 TEST(GlooStore, ConnectsAFullMeshAndAllReduces) {
   for (int n : {1, 2, 3}) {
-    auto base = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(10000));
+    auto base =
+        c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(10000));
     auto prefixed = c10::make_intrusive<c10d::PrefixStore>("job/0/0/default", base);
     std::vector<std::vector<float>> results(n);
     std::vector<std::string> errors(n);

@@ -76,11 +76,11 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(BadUrl{"127.0.0.1:23456", "no scheme"}, BadUrl{"udp://h:1", "unknown scheme 'udp://'"},
                       BadUrl{"tcp://host", "no port"}, BadUrl{"tcp://host:", "empty port"},
                       BadUrl{"tcp://host:99999", "outside [1, 65535]"}, BadUrl{"tcp://host:abc", "not an integer"},
-                      BadUrl{"tcp://:29500", "no host"}, BadUrl{"tcp://h:1/x", "no path"},
-                      BadUrl{"file://", "no path"}, BadUrl{"file://relative/x", "must be absolute"},
-                      BadUrl{"file:///tmp/", "names a directory"}, BadUrl{"redis://:@h", "empty password"},
-                      BadUrl{"redis://h:1/db", "not an integer"}, BadUrl{"env://host", "takes no host"},
-                      BadUrl{"tcp://h:1?rank=-1", "outside"}, BadUrl{"tcp://h:1?speed=3", "unknown query parameter"},
+                      BadUrl{"tcp://:29500", "no host"}, BadUrl{"tcp://h:1/x", "no path"}, BadUrl{"file://", "no path"},
+                      BadUrl{"file://relative/x", "must be absolute"}, BadUrl{"file:///tmp/", "names a directory"},
+                      BadUrl{"redis://:@h", "empty password"}, BadUrl{"redis://h:1/db", "not an integer"},
+                      BadUrl{"env://host", "takes no host"}, BadUrl{"tcp://h:1?rank=-1", "outside"},
+                      BadUrl{"tcp://h:1?speed=3", "unknown query parameter"},
                       BadUrl{"tcp://h:1?timeout=0", "must be positive"}, BadUrl{"tcp://[::1:5", "unterminated"},
                       BadUrl{"file:///tmp/a%2", "truncated"}));
 

@@ -8,10 +8,15 @@ namespace ringtorch {
 namespace {
 
 TEST(JobEnvironment, TorchrunVariables) {
-  auto job = read_job_environment(map_environment({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"},
-                                                   {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"},
-                                                   {"MASTER_PORT", "29500"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                                   {"TORCHELASTIC_RUN_ID", "job7"}, {"TORCHELASTIC_RESTART_COUNT", "2"},
+  auto job = read_job_environment(map_environment({{"RANK", "3"},
+                                                   {"WORLD_SIZE", "4"},
+                                                   {"LOCAL_RANK", "1"},
+                                                   {"LOCAL_WORLD_SIZE", "2"},
+                                                   {"MASTER_ADDR", "10.0.0.1"},
+                                                   {"MASTER_PORT", "29500"},
+                                                   {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                   {"TORCHELASTIC_RUN_ID", "job7"},
+                                                   {"TORCHELASTIC_RESTART_COUNT", "2"},
                                                    {"RINGTORCH_TIMEOUT", "12.5"}}));
   EXPECT_EQ(job.rank, 3);
   EXPECT_EQ(job.world_size, 4);
@@ -41,7 +46,8 @@ TEST(JobEnvironment, SlurmWhenRankAbsent) {
 }
 
 TEST(JobEnvironment, OpenMpiWhenRankAbsent) {
-  auto job = read_job_environment(map_environment({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+  auto job = read_job_environment(map_environment({{"OMPI_COMM_WORLD_RANK", "1"},
+                                                   {"OMPI_COMM_WORLD_SIZE", "2"},
                                                    {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
                                                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}}));
   EXPECT_EQ(job.rank, 1);

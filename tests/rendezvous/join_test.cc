@@ -2,9 +2,9 @@
 #include "rendezvous/join.h"
 
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
@@ -22,7 +22,9 @@ std::vector<int> join_all(c10d::Store& store, int n) {
   std::vector<int> rounds(n, -1);
   std::vector<std::thread> threads;
   for (int m = 0; m < n; ++m) {
-    threads.emplace_back([&, m] { rounds[m] = join_round(store, MemberContext{m, n, "rank", "test"}, milliseconds(5000)); });
+    threads.emplace_back([&, m] {
+      rounds[m] = join_round(store, MemberContext{m, n, "rank", "test"}, milliseconds(5000));
+    });
   }
   for (auto& t : threads) t.join();
   return rounds;

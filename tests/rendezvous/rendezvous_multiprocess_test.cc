@@ -89,8 +89,8 @@ TEST_P(RendezvousOfProcesses, EnvInitMethod) {
 
 TEST_P(RendezvousOfProcesses, TcpInitMethod) {
   const int n = GetParam();
-  auto results = run_ranks(ranks_env(n, {}), {"--init-method", "tcp://127.0.0.1:" + std::to_string(free_port()),
-                                              "--timeout", "60"});
+  auto results = run_ranks(ranks_env(n, {}),
+                           {"--init-method", "tcp://127.0.0.1:" + std::to_string(free_port()), "--timeout", "60"});
   expect_all_greeted(results, "tcp://");
 }
 
@@ -134,7 +134,8 @@ TEST(RendezvousReuse, SecondJobAgainstTheSameFileAndRedis) {
   if (redis) urls.push_back(redis->url("/1"));
   for (const auto& url : urls) {
     for (int job = 0; job < 2; ++job) {
-      auto results = run_ranks(ranks_env(2, {{"RINGTORCH_RUN_ID", "samejob"}}), {"--init-method", url, "--timeout", "60"});
+      auto results =
+          run_ranks(ranks_env(2, {{"RINGTORCH_RUN_ID", "samejob"}}), {"--init-method", url, "--timeout", "60"});
       expect_all_greeted(results, url);
       const std::string prefix = "key prefix samejob/0/" + std::to_string(job) + "/";
       EXPECT_NE(results[0].out.find(prefix), std::string::npos) << url << " job " << job << ":\n" << results[0].out;
@@ -143,8 +144,7 @@ TEST(RendezvousReuse, SecondJobAgainstTheSameFileAndRedis) {
   // A file left behind by a crashed job (its ranks joined round 0, then died without closing
   // the store): the next job with the same run id joins round 1 and never reads those keys.
   SpawnOptions crash;
-  crash.argv = {build_path("tests/store_tool"), "file://" + dir.file("kept"), "add",
-                "kept/0/joins", "1", "2"};
+  crash.argv = {build_path("tests/store_tool"), "file://" + dir.file("kept"), "add", "kept/0/joins", "1", "2"};
   auto crashed = Subprocess::spawn(crash);
   ASSERT_TRUE(crashed.wait().success());
   auto results = run_ranks(ranks_env(2, {{"RINGTORCH_RUN_ID", "kept"}}),
@@ -169,18 +169,35 @@ TEST(RendezvousBadInput, EachGivesAClearErrorAndNonZeroExit) {
   const std::vector<BadCase> cases = {
       {"malformed URL", {{"RANK", "0"}, {"WORLD_SIZE", "1"}}, {"--init-method", "tcp://nohost"}, "no port"},
       {"unknown scheme", {{"RANK", "0"}, {"WORLD_SIZE", "1"}}, {"--init-method", "mpi://x"}, "unknown scheme"},
-      {"rank >= world size", {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
-       {}, "rank 2 is outside [0, 2)"},
-      {"missing RANK", {{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}}, {}, "set RANK and WORLD_SIZE"},
-      {"missing MASTER_ADDR", {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", port}}, {}, "MASTER_ADDR is not set"},
-      {"missing MASTER_PORT", {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}}, {}, "MASTER_PORT is not set"},
+      {"rank >= world size",
+       {{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+       {},
+       "rank 2 is outside [0, 2)"},
+      {"missing RANK",
+       {{"WORLD_SIZE", "2"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}},
+       {},
+       "set RANK and WORLD_SIZE"},
+      {"missing MASTER_ADDR",
+       {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_PORT", port}},
+       {},
+       "MASTER_ADDR is not set"},
+      {"missing MASTER_PORT",
+       {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"}},
+       {},
+       "MASTER_PORT is not set"},
       {"malformed RANK", {{"RANK", "zero"}, {"WORLD_SIZE", "1"}}, {}, "RANK: 'zero' is not an integer"},
-      {"unreachable master", {{"RANK", "1"}, {"WORLD_SIZE", "2"}},
-       {"--init-method", "tcp://127.0.0.1:" + port + "?timeout=1"}, "cannot reach the TCP store"},
-      {"unreachable redis", {{"RANK", "0"}, {"WORLD_SIZE", "1"}},
-       {"--init-method", "redis://127.0.0.1:" + port + "?timeout=1"}, "cannot connect to the Redis server"},
-      {"missing store directory", {{"RANK", "0"}, {"WORLD_SIZE", "1"}},
-       {"--init-method", "file:///nonexistent-dir-ringtorch/store"}, "does not exist"},
+      {"unreachable master",
+       {{"RANK", "1"}, {"WORLD_SIZE", "2"}},
+       {"--init-method", "tcp://127.0.0.1:" + port + "?timeout=1"},
+       "cannot reach the TCP store"},
+      {"unreachable redis",
+       {{"RANK", "0"}, {"WORLD_SIZE", "1"}},
+       {"--init-method", "redis://127.0.0.1:" + port + "?timeout=1"},
+       "cannot connect to the Redis server"},
+      {"missing store directory",
+       {{"RANK", "0"}, {"WORLD_SIZE", "1"}},
+       {"--init-method", "file:///nonexistent-dir-ringtorch/store"},
+       "does not exist"},
   };
   for (const auto& c : cases) {
     auto start = std::chrono::steady_clock::now();

@@ -2,10 +2,10 @@
 // HashStore, FileStore and TCPStore behind DeadlineStore, and our RedisStore against a real
 // redis-server, with and without a password. Processes, not only threads, hammer each store.
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <atomic>
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
@@ -228,8 +228,8 @@ TYPED_TEST(StoreContract, ConcurrentProcessesAdd) {
     std::vector<Subprocess> clients;
     for (int p = 0; p < kProcesses; ++p) {
       SpawnOptions spawn;
-      spawn.argv = {testing::build_path("tests/store_tool"), this->backend_.url(), "add", "counter", "2",
-                    std::to_string(kAdds)};
+      spawn.argv = {
+          testing::build_path("tests/store_tool"), this->backend_.url(), "add", "counter", "2", std::to_string(kAdds)};
       clients.push_back(Subprocess::spawn(spawn));
     }
     for (auto& c : clients) {
@@ -300,8 +300,8 @@ TEST(RedisStore, ReconnectsAfterTheServerRestarts) {
   std::thread restart([&] {
     std::this_thread::sleep_for(milliseconds(300));
     SpawnOptions spawn;
-    spawn.argv = {"redis-server", "--port", std::to_string(port), "--bind", "127.0.0.1", "--save", "",
-                  "--logfile", "/dev/null"};
+    spawn.argv = {"redis-server", "--port", std::to_string(port), "--bind",   "127.0.0.1",
+                  "--save",       "",       "--logfile",          "/dev/null"};
     spawn.capture_output = false;
     replacement.emplace(Subprocess::spawn(spawn));
     // The child dies with the thread that forked it (PR_SET_PDEATHSIG): stay until the end.

@@ -192,8 +192,8 @@ TEST(Checkpoint, PythonReadsItAndWritesOneBack) {
   TrainingProgress progress{2, 40, 0, {{"model", "net"}}};
   const std::string path = checkpoints.save(*net, nullptr, progress);
   const std::string back = dir.file("from_python.pt");
-  const std::string command = "/usr/bin/python3 " RINGTORCH_SOURCE_DIR "/tests/runtime/checkpoint_interop.py " + path +
-                              " " + back;
+  const std::string command =
+      "/usr/bin/python3 " RINGTORCH_SOURCE_DIR "/tests/runtime/checkpoint_interop.py " + path + " " + back;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   Net reloaded;
   TrainingProgress from_python = load_checkpoint_file(back, *reloaded, nullptr);

@@ -48,14 +48,17 @@ TEST(ChunkPlan, AnAllreduceOfSeveralPiecesEqualsTheWholeReduction) {
   const at::Tensor index = at::arange(n, at::kLong).remainder(1000).to(at::kFloat);
   ProcessGroupOptions options;
   options.allreduce_piece_bytes = kAllreduceChunkBytes;
-  testing::on_thread_ranks(3, [&](ProcessGroup& g) {
-    at::Tensor sum = index + g.rank();
-    g.allreduce(sum, ReduceOp::kSum);
-    EXPECT_TRUE(at::equal(sum, index * 3 + 3)) << "rank " << g.rank();
-    at::Tensor avg = index * 3 + g.rank() * 3;
-    g.allreduce(avg, ReduceOp::kAvg);
-    EXPECT_TRUE(at::equal(avg, index * 3 + 3)) << "rank " << g.rank();
-  }, std::chrono::milliseconds(60000), options);
+  testing::on_thread_ranks(
+      3,
+      [&](ProcessGroup& g) {
+        at::Tensor sum = index + g.rank();
+        g.allreduce(sum, ReduceOp::kSum);
+        EXPECT_TRUE(at::equal(sum, index * 3 + 3)) << "rank " << g.rank();
+        at::Tensor avg = index * 3 + g.rank() * 3;
+        g.allreduce(avg, ReduceOp::kAvg);
+        EXPECT_TRUE(at::equal(avg, index * 3 + 3)) << "rank " << g.rank();
+      },
+      std::chrono::milliseconds(60000), options);
 }
 
 // The ranks of a group agree on pieces when it is created: without a GPU anywhere, none.
@@ -68,11 +71,14 @@ TEST(ChunkPlan, AGroupWithoutGpusReducesWholeBuffers) {
   });
   ProcessGroupOptions options;
   options.allreduce_piece_bytes = kAllreduceChunkBytes;
-  testing::on_thread_ranks(2, [&](ProcessGroup& g) {
-    auto work = g.allreduce_async(at::ones({(int64_t{40} << 20) / 4}));
-    work->wait();
-    EXPECT_NE(work->description().find("3 pieces"), std::string::npos) << work->description();
-  }, std::chrono::milliseconds(30000), options);
+  testing::on_thread_ranks(
+      2,
+      [&](ProcessGroup& g) {
+        auto work = g.allreduce_async(at::ones({(int64_t{40} << 20) / 4}));
+        work->wait();
+        EXPECT_NE(work->description().find("3 pieces"), std::string::npos) << work->description();
+      },
+      std::chrono::milliseconds(30000), options);
 }
 
 }  // namespace

@@ -39,7 +39,9 @@ struct DeepImpl : torch::nn::Module {
 TORCH_MODULE(Deep);
 
 // The thread-rank helper owns the group; DDP takes a shared_ptr.
-std::shared_ptr<ProcessGroup> borrow(ProcessGroup& group) { return {&group, [](ProcessGroup*) {}}; }
+std::shared_ptr<ProcessGroup> borrow(ProcessGroup& group) {
+  return {&group, [](ProcessGroup*) {}};
+}
 
 void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
   torch::NoGradGuard no_grad;
@@ -70,7 +72,8 @@ struct Batch {
 std::vector<Batch> make_batches(int steps, int64_t batch) {
   auto generator = at::detail::createCPUGenerator(7);
   std::vector<Batch> batches;
-  for (int s = 0; s < steps; ++s) batches.push_back({at::randn({batch, 8}, generator), at::randn({batch, 4}, generator)});
+  for (int s = 0; s < steps; ++s)
+    batches.push_back({at::randn({batch, 8}, generator), at::randn({batch, 4}, generator)});
   return batches;
 }
 
@@ -245,8 +248,7 @@ TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
       DistributedDataParallel exact(exact_model, borrow(group));
       DdpOptions options;
       options.comm_hook = hook;
-      DistributedDataParallel compressed(compressed_model, borrow(group),
-                                         options);
+      DistributedDataParallel compressed(compressed_model, borrow(group), options);
       auto x = batches[0].x.narrow(0, group.rank() * 4, 4), y = batches[0].y.narrow(0, group.rank() * 4, 4);
       torch::mse_loss(exact.forward(x), y).backward();
       torch::mse_loss(compressed.forward(x), y).backward();

@@ -29,7 +29,8 @@ Subprocess start_rank(int rank, int world, const std::vector<std::string>& args,
   spawn.env = std::move(env);
   spawn.env["RANK"] = std::to_string(rank);
   spawn.env["WORLD_SIZE"] = std::to_string(world);
-  for (const char* v : {"TORCHELASTIC_USE_AGENT_STORE", "RINGTORCH_RDZV_ENDPOINT", "RINGTORCH_TIMEOUT", "RINGTORCH_RUN_ID"}) {
+  for (const char* v :
+       {"TORCHELASTIC_USE_AGENT_STORE", "RINGTORCH_RDZV_ENDPOINT", "RINGTORCH_TIMEOUT", "RINGTORCH_RUN_ID"}) {
     spawn.env.emplace(v, "");
   }
   return Subprocess::spawn(spawn);
@@ -55,8 +56,9 @@ void expect_checked_and_correct(const std::vector<Captured>& results, const std:
   EXPECT_EQ(results[0].out.find("N/A"), std::string::npos) << "rows were not checked:\n" << results[0].out;
 }
 
-const std::vector<std::string> kSweep = {"--check", "--min-bytes", "4", "--max-bytes", "1M", "--factor", "64",
-                                         "--iters", "2", "--warmup", "1", "--timeout", "60"};
+const std::vector<std::string> kSweep = {"--check",  "--min-bytes", "4",       "--max-bytes", "1M",
+                                         "--factor", "64",          "--iters", "2",           "--warmup",
+                                         "1",        "--timeout",   "60"};
 
 TEST(ProcessGroupProcesses, EveryStoreKindAtWorldSizes2To4) {
   TempDir dir;
@@ -83,8 +85,8 @@ TEST(ProcessGroupProcesses, EveryStoreKindAtWorldSizes2To4) {
 void expect_survivors_fail(int sig) {
   const std::string port = std::to_string(testing::free_port());
   std::map<std::string, std::string> env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
-  const std::vector<std::string> args = {"--min-bytes", "16M", "--max-bytes", "16M", "--iters", "100000",
-                                         "--warmup", "0", "--timeout", "3"};
+  const std::vector<std::string> args = {"--min-bytes", "16M",      "--max-bytes", "16M",       "--iters",
+                                         "100000",      "--warmup", "0",           "--timeout", "3"};
   std::vector<Subprocess> procs;
   for (int r = 0; r < 3; ++r) procs.push_back(start_rank(r, 3, args, env));
   // Rank 0 prints its header once the group is connected; then let a few all-reduces run.
@@ -111,8 +113,8 @@ void expect_survivors_fail(int sig) {
     EXPECT_NE(result.err.find("[rank " + std::to_string(r) + "/3] allreduce #"), std::string::npos) << result.err;
     EXPECT_NE(result.err.find("16.0 MiB float32"), std::string::npos) << result.err;
     EXPECT_NE(result.err.find("RINGTORCH_TIMEOUT"), std::string::npos) << result.err;
-    const bool named_cause = result.err.find("timed out") != std::string::npos ||
-                             result.err.find("lost a peer") != std::string::npos;
+    const bool named_cause =
+        result.err.find("timed out") != std::string::npos || result.err.find("lost a peer") != std::string::npos;
     EXPECT_TRUE(named_cause) << result.err;
     // A survivor may first see the other survivor, which failed and exited, close its
     // connection; it names that rank then, and says so.

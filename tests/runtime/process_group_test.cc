@@ -4,11 +4,11 @@
 
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <filesystem>
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"
@@ -25,7 +25,7 @@ void on_ranks(int n, const std::function<void(ProcessGroup&)>& body, millisecond
 }
 
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
-                                            at::kInt,   at::kLong,   at::kByte};
+                                             at::kInt,   at::kLong,   at::kByte};
 const std::vector<int64_t> kCounts = {0, 1, 7, 1000, 1 << 16};
 
 // Rank r's input: element i holds 1 + (r + i) % 2 (small values, exact in every dtype, and
@@ -40,10 +40,18 @@ at::Tensor expected_for(ReduceOp op, int world, int64_t count, at::ScalarType dt
     at::Tensor x = input_for(r, count, at::kDouble);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc = acc + x; break;
-      case ReduceOp::kProduct: acc = acc * x; break;
-      case ReduceOp::kMin: acc = at::minimum(acc, x); break;
-      case ReduceOp::kMax: acc = at::maximum(acc, x); break;
+      case ReduceOp::kAvg:
+        acc = acc + x;
+        break;
+      case ReduceOp::kProduct:
+        acc = acc * x;
+        break;
+      case ReduceOp::kMin:
+        acc = at::minimum(acc, x);
+        break;
+      case ReduceOp::kMax:
+        acc = at::maximum(acc, x);
+        break;
     }
   }
   if (op == ReduceOp::kAvg) acc = acc / world;
@@ -244,7 +252,8 @@ TEST(ProcessGroup, AlltoallTransposesBlocks) {
         at::Tensor output = at::empty({block * world}, at::kLong);
         group.alltoall(input, output);
         for (int r = 0; r < world; ++r) {
-          ASSERT_TRUE(at::equal(output.narrow(0, r * block, block), at::full({block}, 100 * r + group.rank(), at::kLong)));
+          ASSERT_TRUE(
+              at::equal(output.narrow(0, r * block, block), at::full({block}, 100 * r + group.rank(), at::kLong)));
         }
       }
     });
@@ -317,7 +326,8 @@ int count_entries(const char* dir) {
 }
 
 TEST(ProcessGroup, ThousandCreateDestroyCyclesLeakNothing) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  auto store =
+      c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
   auto cycle = [&](int i) {
     std::vector<std::thread> threads;
     for (int r = 0; r < 2; ++r) {
@@ -340,7 +350,8 @@ TEST(ProcessGroup, ThousandCreateDestroyCyclesLeakNothing) {
 }
 
 TEST(ProcessGroup, DetailModeNamesTheRanksThatDisagree) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  auto store =
+      c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
@@ -457,7 +468,8 @@ TEST(ProcessGroup, BadArgumentsAreRefusedBeforeAnythingIsQueued) {
     expect_invalid([&] { group.allreduce(at::ones({2}, at::kInt), ReduceOp::kAvg); }, "avg of int32");
     expect_invalid([&] { group.broadcast(at::ones({2}), 5); }, "root rank 5 is outside [0, 1)");
     expect_invalid([&] { group.allgather(at::ones({2}), at::ones({3})); }, "expected world size x input");
-    expect_invalid([&] { group.allgather(at::ones({2}), at::ones({2}, at::kDouble)); }, "input is float32 but output is float64");
+    expect_invalid([&] { group.allgather(at::ones({2}), at::ones({2}, at::kDouble)); },
+                   "input is float32 but output is float64");
     expect_invalid([&] { group.reduce(at::ones({2}), -1); }, "reduce: root rank -1 is outside [0, 1)");
     expect_invalid([&] { group.gather(at::ones({2}), at::ones({3}), 0); }, "gather: output has 3 elements");
     expect_invalid([&] { group.scatter(at::ones({3}), at::ones({2}), 0); }, "scatter: input has 3 elements");
@@ -471,7 +483,8 @@ TEST(ProcessGroup, BadArgumentsAreRefusedBeforeAnythingIsQueued) {
 }
 
 TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  auto store =
+      c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
   std::string first, second;
   std::atomic<bool> rank0_done{false};
   std::thread rank1([&] {
@@ -501,15 +514,15 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
   }
   rank1.join();
   // "direct" over TCP, "shared memory" on the same-host path: the same message otherwise.
-  EXPECT_NE(first.find("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum, "), std::string::npos)
-      << first;
+  EXPECT_NE(first.find("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum, "), std::string::npos) << first;
   EXPECT_NE(first.find("peer rank 1"), std::string::npos) << first;
   EXPECT_NE(first.find("RINGTORCH_TIMEOUT"), std::string::npos) << first;
   EXPECT_EQ(second, first) << "later calls fail at once with the original cause";
 }
 
 TEST(ProcessGroup, APerCallTimeoutOverridesTheGroups) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  auto store =
+      c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
   std::atomic<bool> done{false};
   std::thread idle([&] {
     auto group = ProcessGroup::create(store, 1, 2, "127.0.0.1");  // never calls the collective

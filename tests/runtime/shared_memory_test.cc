@@ -5,10 +5,10 @@
 // process_group_multiprocess_test.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
-#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include <filesystem>
 #include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/error.h"

@@ -1,8 +1,8 @@
 #include "support/redis_server.h"
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -42,8 +42,21 @@ std::optional<RedisServer> RedisServer::start(const std::string& password, std::
     server.port_ = free_port();
     server.password_ = password;
     SpawnOptions spawn;
-    spawn.argv = {binary, "--port", std::to_string(server.port_), "--bind", "127.0.0.1", "--save", "",
-                  "--appendonly", "no", "--daemonize", "no", "--loglevel", "warning", "--logfile", "/dev/null"};
+    spawn.argv = {binary,
+                  "--port",
+                  std::to_string(server.port_),
+                  "--bind",
+                  "127.0.0.1",
+                  "--save",
+                  "",
+                  "--appendonly",
+                  "no",
+                  "--daemonize",
+                  "no",
+                  "--loglevel",
+                  "warning",
+                  "--logfile",
+                  "/dev/null"};
     if (!password.empty()) {
       spawn.argv.push_back("--requirepass");
       spawn.argv.push_back(password);

@@ -13,8 +13,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <vector>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 #include "runtime/comm/shm/local_collectives.h"
 

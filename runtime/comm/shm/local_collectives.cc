@@ -37,8 +37,8 @@ struct alignas(64) Header {
   uint64_t nonce;
   uint64_t slot_bytes;
   uint32_t local_size;
-  alignas(64) std::atomic<uint32_t> bell;      // bumped by every arrival: what sleepers wait on
-  std::atomic<uint32_t> sleepers;              // ranks inside a futex wait (wake only when > 0)
+  alignas(64) std::atomic<uint32_t> bell;  // bumped by every arrival: what sleepers wait on
+  std::atomic<uint32_t> sleepers;          // ranks inside a futex wait (wake only when > 0)
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
@@ -110,7 +110,9 @@ void LocalCollectives::initialise(void* segment, int local_size, size_t slot_byt
 
 LocalCollectives::LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks,
                                    size_t slot_bytes, uint64_t nonce)
-    : segment_(std::move(segment)), local_rank_(local_rank), global_ranks_(std::move(global_ranks)),
+    : segment_(std::move(segment)),
+      local_rank_(local_rank),
+      global_ranks_(std::move(global_ranks)),
       slot_bytes_(slot_bytes) {
   Header* h = header(segment_.data());
   if (h->magic != kMagic || h->nonce != nonce || h->local_size != global_ranks_.size() || h->slot_bytes != slot_bytes) {
@@ -123,7 +125,9 @@ uint8_t* LocalCollectives::slot(int r) const {
   return static_cast<uint8_t*>(segment_.data()) + data_offset(local_size()) + slot_bytes_ * static_cast<size_t>(r);
 }
 
-uint8_t* LocalCollectives::result_area(uint64_t parity) const { return slot(local_size() + static_cast<int>(parity & 1)); }
+uint8_t* LocalCollectives::result_area(uint64_t parity) const {
+  return slot(local_size() + static_cast<int>(parity & 1));
+}
 
 void LocalCollectives::meet(Deadline deadline, const LocalCall* call) {
   void* base = segment_.data();
@@ -313,7 +317,8 @@ void LocalCollectives::reduce_scatter(const void* input, void* output, size_t co
   for (size_t done = 0; done < count || first; done += chunk_elements) {
     const size_t elements = std::min(chunk_elements, count - done);
     const size_t length = elements * element_size;
-    for (int b = 0; b < n; ++b) std::memcpy(slot(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
+    for (int b = 0; b < n; ++b)
+      std::memcpy(slot(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
     if (elements > 0) {

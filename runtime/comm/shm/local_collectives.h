@@ -62,9 +62,9 @@ class LocalCollectives {
   // In place on `count` elements of `element_size` bytes. `cross_host`, when set, is called
   // with this rank's reduced slice of each chunk (pointer, element count) before it is shared.
   void allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce, const LocalCall& call,
-                 std::chrono::milliseconds timeout,
-                 const std::function<void(void*, size_t)>& cross_host = nullptr);
-  void broadcast(void* data, size_t bytes, int root_local_rank, const LocalCall& call, std::chrono::milliseconds timeout);
+                 std::chrono::milliseconds timeout, const std::function<void(void*, size_t)>& cross_host = nullptr);
+  void broadcast(void* data, size_t bytes, int root_local_rank, const LocalCall& call,
+                 std::chrono::milliseconds timeout);
   // `output` holds local_size() blocks of `bytes`, local rank r's at r.
   void allgather(const void* input, void* output, size_t bytes, const LocalCall& call,
                  std::chrono::milliseconds timeout);
@@ -88,8 +88,8 @@ class LocalCollectives {
   const int local_rank_;
   const std::vector<int> global_ranks_;
   const size_t slot_bytes_;
-  uint32_t barriers_ = 0;  // how many barriers this rank has arrived at
-  uint64_t chunks_ = 0;    // all-reduce chunks so far: picks the result area
+  uint32_t barriers_ = 0;                 // how many barriers this rank has arrived at
+  uint64_t chunks_ = 0;                   // all-reduce chunks so far: picks the result area
   std::chrono::milliseconds timeout_{0};  // the current call's, for messages
 };
 

@@ -65,17 +65,16 @@ void SameHostPath::allgather(const at::Tensor& input, const at::Tensor& output,
       flat.narrow(0, static_cast<int64_t>(r) * block, block).copy_(all_hosts.narrow(0, from, block));
     }
   }
-  local->broadcast(output.data_ptr(), output.nbytes(), 0,
-                   LocalCall{kBroadcast, output.numel(), dtype_code(output), -1}, timeout);
+  local->broadcast(output.data_ptr(), output.nbytes(), 0, LocalCall{kBroadcast, output.numel(), dtype_code(output), -1},
+                   timeout);
 }
 
 void SameHostPath::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op,
                                   const ReduceFunction& reduce, std::chrono::milliseconds timeout) const {
   if (!cross_host) {
-    local->reduce_scatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
-                          output.element_size(), reduce,
-                          LocalCall{kReduceScatter, output.numel(), dtype_code(output), static_cast<int64_t>(op)},
-                          timeout);
+    local->reduce_scatter(
+        input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), output.element_size(), reduce,
+        LocalCall{kReduceScatter, output.numel(), dtype_code(output), static_cast<int64_t>(op)}, timeout);
     return;
   }
   at::Tensor all = input.clone();  // the caller's input stays untouched

@@ -30,8 +30,8 @@ class LocalCollectives;
 class ProcessGroup;
 
 struct SameHostPath {
-  LocalCollectives* local = nullptr;      // never null once built
-  ProcessGroup* cross_host = nullptr;     // null: every rank on one host
+  LocalCollectives* local = nullptr;   // never null once built
+  ProcessGroup* cross_host = nullptr;  // null: every rank on one host
   int rank = 0;
   std::vector<int> host_of_rank, local_index_of_rank;  // per group rank (host_plan.h)
 

@@ -109,8 +109,8 @@ int remove_leftover_segments(const std::string& run_id) {
 std::string shared_segment_name(const std::string& text) {
   std::string name = "/ringtorch-";
   for (char c : text) {
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                       c == '_' || c == '-';
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     name += plain ? c : '_';
   }
   if (name.size() > 250) name.resize(250);

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   auto rdzv = ringtorch::rendezvous(options);
   rdzv.store->set("consumer", {'o', 'k'});
   auto v = rdzv.store->get("consumer");
-  std::printf("consumer: rank %d/%d, store says %s\n", rdzv.rank, rdzv.world_size, std::string(v.begin(), v.end()).c_str());
+  std::printf("consumer: rank %d/%d, store says %s\n", rdzv.rank, rdzv.world_size,
+              std::string(v.begin(), v.end()).c_str());
   return 0;
 }
