@@ -10,9 +10,10 @@
 #include <string>
 
 #include "apps/main_guard.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "datasets/distributed_sampler.h"
 #include "models/registry.h"
-#include "rendezvous/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"

@@ -1,12 +1,13 @@
-// ringbench: collective bandwidth and latency, nccl-tests style. Logic: runtime/comm/collective_bench.
+// ringbench: collective bandwidth and latency, nccl-tests style. Logic: bench/collective_bench.
 //   ringrun --standalone --nproc_per_node 2 --use_env ringbench --op allreduce --check
 #include <cstdio>
 #include <string>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "base/parse.h"
+#include "bench/collective_bench.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
-#include "runtime/comm/collective_bench.h"
 #include "runtime/comm/process_group.h"
 
 namespace {
@@ -42,7 +43,7 @@ int main(int argc, char** argv) {
         std::fputs(kUsage, stdout);
         return 0;
       } else if (arg == "--op") {
-        bench.op = value;
+        bench.op = ringtorch::parse_bench_op(value);
       } else if (arg == "--min-bytes") {
         bench.min_bytes = ringtorch::parse_byte_size(value, arg);
       } else if (arg == "--max-bytes") {
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
     auto rdzv = ringtorch::rendezvous(rdzv_options);
     auto group = ringtorch::ProcessGroup::create(rdzv, group_options);
     if (rdzv.rank == 0 && !json) {
-      std::printf("# ringbench %s, world size %d, network %s\n", bench.op.c_str(), group->size(),
+      std::printf("# ringbench %s, world size %d, network %s\n", ringtorch::op_type_name(bench.op), group->size(),
                   group->network().c_str());
       std::fputs(ringtorch::format_header().c_str(), stdout);
       std::fflush(stdout);  // a launcher or a test may be waiting for it

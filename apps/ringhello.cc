@@ -11,7 +11,8 @@
 #include <cstring>
 #include <string>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/join.h"
 #include "rendezvous/rendezvous.h"

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/launch/launch_agent.h"
 #include "runtime/launch/launch_config.h"
 

@@ -14,8 +14,9 @@
 #include <string>
 
 #include "apps/main_guard.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "models/registry.h"
-#include "rendezvous/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"

@@ -11,9 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/error.h"
-#include "rendezvous/init_method.h"
-#include "runtime/comm/collective_bench.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "runtime/cuda/pinned_pool.h"
 
 namespace {

@@ -3,13 +3,13 @@
 #   find_package(ringtorch) + target_link_libraries(app PRIVATE ringtorch::runtime)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ringtorch_rendezvous ringtorch_runtime ringtorch_training ringtorch_datasets ringtorch_models
+install(TARGETS ringtorch_base ringtorch_rendezvous ringtorch_runtime ringtorch_training ringtorch_datasets ringtorch_models
   EXPORT ringtorchTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(layer rendezvous runtime datasets models)
+foreach(layer base rendezvous runtime datasets models)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/
     DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringtorch/${layer}
     FILES_MATCHING PATTERN "*.h")

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
+#include "base/error.h"
 #include "datasets/file_bytes.h"
-#include "rendezvous/error.h"
 
 namespace ringtorch {
 

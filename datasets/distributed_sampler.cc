@@ -3,7 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/error.h"
 #include "datasets/file_bytes.h"
-#include "rendezvous/error.h"
 
 namespace ringtorch {
 namespace {

@@ -4,9 +4,9 @@
 
 #include <filesystem>
 
+#include "base/error.h"
 #include "datasets/cifar_file.h"
 #include "datasets/idx_file.h"
-#include "rendezvous/error.h"
 
 namespace ringtorch {
 

@@ -3,11 +3,11 @@
 #include <functional>
 #include <map>
 
+#include "base/error.h"
 #include "models/lenet.h"
 #include "models/mlp.h"
 #include "models/mlp3.h"
 #include "models/resnet20.h"
-#include "rendezvous/error.h"
 
 namespace ringtorch {
 namespace {

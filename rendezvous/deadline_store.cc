@@ -1,6 +1,6 @@
 #include "rendezvous/deadline_store.h"
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {

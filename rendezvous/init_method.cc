@@ -4,7 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "base/parse.h"
 
 namespace ringtorch {
 namespace {
@@ -103,40 +104,6 @@ const char* init_scheme_name(InitScheme scheme) {
       return "redis";
   }
   return "?";
-}
-
-int parse_int_in_range(const std::string& text, long long min, long long max, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE) {
-    throw InvalidArgumentError(str_cat(what, ": '", text, "' is not an integer"));
-  }
-  if (v < min || v > max) {
-    throw InvalidArgumentError(str_cat(what, ": ", v, " is outside [", min, ", ", max, "]"));
-  }
-  return static_cast<int>(v);
-}
-
-double parse_number(const std::string& text, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
-    throw InvalidArgumentError(str_cat(what, ": '", text, "' is not a number"));
-  }
-  return v;
-}
-
-std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what) {
-  errno = 0;
-  char* end = nullptr;
-  double seconds = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(seconds)) {
-    throw InvalidArgumentError(str_cat(what, ": '", text, "' is not a number of seconds"));
-  }
-  if (seconds <= 0) throw InvalidArgumentError(str_cat(what, ": ", text, " must be positive (seconds)"));
-  return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000.0)));
 }
 
 InitMethod parse_init_method(const std::string& url) {

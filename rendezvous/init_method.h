@@ -38,12 +38,4 @@ InitMethod parse_init_method(const std::string& url);
 
 const char* init_scheme_name(InitScheme scheme);
 
-// Parses a decimal integer in [min, max]; `what` names the value in the error.
-int parse_int_in_range(const std::string& text, long long min, long long max, const std::string& what);
-// A finite number; throws InvalidArgumentError naming `what` otherwise ("--lr: 'x' is not a number").
-double parse_number(const std::string& text, const std::string& what);
-
-// Parses "30", "0.5" (seconds) into milliseconds; `what` names the value in the error.
-std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what);
-
 }  // namespace ringtorch

@@ -2,7 +2,8 @@
 
 #include <cstdlib>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "rendezvous/init_method.h"
 
 namespace ringtorch {

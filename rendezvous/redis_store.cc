@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {

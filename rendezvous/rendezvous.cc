@@ -2,7 +2,7 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/join.h"
 #include "rendezvous/store_factory.h"

@@ -10,8 +10,8 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include "base/error.h"
 #include "rendezvous/deadline_store.h"
-#include "rendezvous/error.h"
 #include "rendezvous/redis_store.h"
 #include "rendezvous/store_wait.h"
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 

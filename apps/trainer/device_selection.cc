@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "rendezvous/init_method.h"
 
 namespace ringtorch {

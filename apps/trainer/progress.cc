@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {
@@ -57,9 +57,10 @@ void ProgressReporter::draw(int64_t done, double loss) {
   bar[kBarWidth] = '\0';
   const double rate = done / std::max(seconds_since(started_), 1e-9);
   // \r returns to the line's start; \033[K clears what a longer previous line left.
-  std::fprintf(out_, "\repoch %lld/%d [%s] %3d%%  %lld/%lld  %.1fk samples/s  loss %.4f\033[K",
-               static_cast<long long>(epoch_ + 1), epochs_, bar, static_cast<int>(fraction * 100),
-               static_cast<long long>(done), static_cast<long long>(samples_), rate / 1000, loss);
+  std::fprintf(out_, "\repoch %lld/%lld [%s] %3d%%  %lld/%lld  %.1fk samples/s  loss %.4f\033[K",
+               static_cast<long long>(epoch_ + 1), static_cast<long long>(epochs_), bar,
+               static_cast<int>(fraction * 100), static_cast<long long>(done), static_cast<long long>(samples_),
+               rate / 1000, loss);
   std::fflush(out_);
   drawn_ = std::chrono::steady_clock::now();
   bar_open_ = true;

@@ -9,10 +9,11 @@
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "datasets/distributed_sampler.h"
 #include "datasets/image_dataset.h"
 #include "models/registry.h"
-#include "rendezvous/error.h"
 #include "rendezvous/init_method.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"

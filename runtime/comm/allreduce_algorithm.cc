@@ -2,7 +2,7 @@
 
 #include <gloo/allreduce.h>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {

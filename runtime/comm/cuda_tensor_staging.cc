@@ -6,7 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 

@@ -1,21 +1,15 @@
 #include "runtime/comm/direct_allreduce.h"
 
-#include <gloo/common/error.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <memory>
 #include <vector>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "runtime/comm/gloo_failure.h"
+#include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
-namespace {
-
-// Gloo's collectives use slots with a prefix in bits 56-63; point-to-point uses bit 40
-// (point_to_point.cc); this algorithm uses bit 41. Tags are the group's sequence numbers.
-uint64_t direct_allreduce_slot(uint32_t tag) { return (uint64_t{1} << 41) | tag; }
-
-}  // namespace
 
 char* ScratchBuffer::get(size_t bytes) {
   if (bytes > capacity_) {
@@ -54,17 +48,15 @@ void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t e
     if (peer == rank) continue;
     try {
       inbound[peer]->waitRecv(remaining());
+    } catch (const Error&) {
+      throw;
     } catch (const std::exception& e) {
-      throw gloo::IoException(str_cat(e.what(), " (waiting for peer rank ", peer, "'s data)"));
+      std::rethrow_exception(make_error(read_gloo_failure(e.what()).kind,
+                                        str_cat(e.what(), " (waiting for peer rank ", peer, "'s data)"),
+                                        FailureSite{rank, peer, ""}));
     }
   }
-  for (int sent = 0; sent < size - 1; ++sent) {
-    try {
-      outbound->waitSend(remaining());
-    } catch (const std::exception& e) {
-      throw gloo::IoException(str_cat(e.what(), " (sending this rank's data to its peers)"));
-    }
-  }
+  for (int sent = 0; sent < size - 1; ++sent) outbound->waitSend(remaining());
   // Rank order on every rank: the accumulator is block 0 until this rank's own turn, then `data`.
   auto block = [&](int r) -> void* { return r == rank ? data : received_block(r); };
   void* accumulator = block(0);

@@ -10,8 +10,10 @@
 // results, as with the ring, where each element is reduced once and then copied.
 //
 // Thread-safety: one call at a time per `tag`; the context is shared with Gloo's collectives
-// (its own slot space, see direct_allreduce_slot()). Failures throw gloo::IoException whose
-// text names the peer rank the data was awaited from.
+// (its own slots: Note [Tag space] in tag_space.h). Failures: a peer whose data does not
+// arrive is a TimeoutError or PeerLostError (gloo_failure.h) naming that peer, as text and as
+// FailureSite::peer; a failed send passes Gloo's own exception through (it knows only the
+// peer's address, which the process group turns into a rank).
 #pragma once
 
 #include <gloo/context.h>

@@ -6,7 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "rendezvous/store_wait.h"
 
 namespace ringtorch {
 namespace {
@@ -26,23 +27,14 @@ std::string address_line(const std::string& text, int line) {
   return "";
 }
 
-// Whether `message` names `address` exactly ("[h]:55" must not match "[h]:551").
-bool names_address(const std::string& message, const std::string& address) {
-  for (size_t at = message.find(address); at != std::string::npos; at = message.find(address, at + 1)) {
-    const size_t end = at + address.size();
-    if (end == message.size() || !std::isdigit(static_cast<unsigned char>(message[end]))) return true;
-  }
-  return false;
-}
-
 std::string join_ranks(const std::vector<int>& ranks) {
   std::string text;
   for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
 
-std::string lookup(c10d::Store& store, int rank, int size, const std::string& gloo_message, const std::string& what,
-                   std::chrono::milliseconds window) {
+FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& peer_address, const std::string& what,
+                  std::chrono::milliseconds window) {
   store.set(failures_key(rank), std::vector<uint8_t>(what.begin(), what.end()));
   // Each peer's address for its pair with this rank, as Gloo prints it in its messages.
   std::vector<std::string> address(size);
@@ -51,20 +43,20 @@ std::string lookup(c10d::Store& store, int rank, int size, const std::string& gl
       address[peer] = address_line(as_string(store.get(peers_key(peer))), rank);
     }
   }
-  int named = -1;  // the peer whose address Gloo's message names
+  int named = -1;  // the peer whose address Gloo's failure names
   for (int peer = 0; peer < size && named < 0; ++peer) {
-    if (!address[peer].empty() && names_address(gloo_message, address[peer])) named = peer;
+    if (!peer_address.empty() && address[peer] == peer_address) named = peer;
   }
   std::string lead;  // what is known before the roll call
   if (named >= 0) {
     lead = str_cat("peer rank ", named, " (", address[named], ")");
     // A peer that failed first and exited closes its connections too: then it is not the cause.
-    if (!store.check({failures_key(named)})) return lead;
-    if (size == 2) return lead + " failed first";
+    if (!store.check({failures_key(named)})) return {named, lead};
+    if (size == 2) return {named, lead + " failed first"};
     lead += " closed the connection after failing itself; ";
   } else if (size == 2) {
     const int peer = 1 - rank;
-    return str_cat("peer rank ", peer, address[peer].empty() ? "" : " (" + address[peer] + ")");
+    return {peer, str_cat("peer rank ", peer, address[peer].empty() ? "" : " (" + address[peer] + ")")};
   }
   // Roll call: the ranks that do not report a failure within the window are the suspects.
   const auto deadline = std::chrono::steady_clock::now() + window;
@@ -87,18 +79,19 @@ std::string lookup(c10d::Store& store, int rank, int size, const std::string& gl
     silent.swap(still);
     if (!silent.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  if (silent.empty()) return lead + "peer unknown: every other rank reported a failure too";
+  if (silent.empty()) return {-1, lead + "peer unknown: every other rank reported a failure too"};
   std::string where;
   for (int peer : silent) {
     if (address[peer].empty()) continue;
     where += silent.size() == 1 ? str_cat("at ", address[peer])
                                 : str_cat(where.empty() ? "" : ", ", "rank ", peer, " at ", address[peer]);
   }
-  return str_cat(lead, silent.size() == 1 ? "peer rank " : "peer ranks ", join_ranks(silent),
-                 where.empty() ? "" : " (" + where + ")", " did not report a failure ",
-                 cut_short.empty() ? "within " + format_duration_ms(window.count())
-                                   : "before the store stopped answering (" + cut_short + ")",
-                 ": died, stopped, or not calling this collective");
+  return {silent.size() == 1 ? silent[0] : -1,
+          str_cat(lead, silent.size() == 1 ? "peer rank " : "peer ranks ", join_ranks(silent),
+                  where.empty() ? "" : " (" + where + ")", " did not report a failure ",
+                  cut_short.empty() ? "within " + format_duration_ms(window.count())
+                                    : "before the store stopped answering (" + cut_short + ")",
+                  ": died, stopped, or not calling this collective")};
 }
 
 }  // namespace
@@ -112,25 +105,40 @@ void publish_peer_addresses(c10d::Store& store, gloo::Context& context) {
   store.set(peers_key(context.rank), std::vector<uint8_t>(lines.begin(), lines.end()));
 }
 
-std::string name_failed_peer(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                             const std::string& gloo_message, const std::string& what,
-                             std::chrono::milliseconds window) {
+FailedPeer name_failed_peer(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                            const std::string& peer_address, const std::string& what,
+                            std::chrono::milliseconds window) {
   // A detached helper, so that a store that does not answer (its host stopped) cannot hold the
   // failing operation: the promise is abandoned after the window and the thread exits whenever
   // the store lets it.
-  auto answer = std::make_shared<std::promise<std::string>>();
-  std::future<std::string> result = answer->get_future();
+  auto answer = std::make_shared<std::promise<FailedPeer>>();
+  std::future<FailedPeer> result = answer->get_future();
   std::thread([=] {
     try {
-      answer->set_value(lookup(*store, rank, size, gloo_message, what, window));
+      answer->set_value(lookup(*store, rank, size, peer_address, what, window));
     } catch (const std::exception& e) {
-      answer->set_value(str_cat("peer unknown: the store failed (", e.what(), ")"));
+      answer->set_value({-1, str_cat("peer unknown: the store failed (", e.what(), ")")});
     }
   }).detach();
-  if (result.wait_for(window + std::chrono::seconds(1)) != std::future_status::ready) {
-    return str_cat("peer unknown: the store did not answer within ", format_duration_ms(window.count() + 1000));
+  if (result.wait_for(window + kReportSlack) != std::future_status::ready) {
+    return {-1, str_cat("peer unknown: the store did not answer within ",
+                        format_duration_ms((window + kReportSlack).count()))};
   }
   return result.get();
+}
+
+std::exception_ptr operation_failure(ErrorKind kind, const std::string& description, const std::string& cause,
+                                     const std::string& peer_clause, std::chrono::milliseconds timeout,
+                                     FailureSite site) {
+  const bool timed_out = kind == ErrorKind::kTimeout;
+  const std::string message =
+      str_cat(description, timed_out ? " timed out" : " lost a peer", " after at most ",
+              format_duration_ms(timeout.count()), ": ", cause, peer_clause.empty() ? "" : "; " + peer_clause,
+              timed_out ? "; a rank stopped, died, or did not call this collective (all ranks must call the same "
+                          "collectives in the same order); "
+                        : "; a peer process died or its connection broke: check the other ranks' logs; ",
+              "the group is now broken: recreate it; ", kRaiseTimeoutHint);
+  return make_error(timed_out ? ErrorKind::kTimeout : ErrorKind::kPeerLost, message, std::move(site));
 }
 
 }  // namespace ringtorch

@@ -1,4 +1,4 @@
-// ProcessGroup: send and recv. Unlike collectives they do not go through the worker's queue:
+// ProcessGroup: send and recv. Unlike collectives they do not go through the operation queue:
 // a send and a recv may be outstanding in both directions at once (rank 0 sends to 1 while 1
 // sends to 0), which a single ordered queue would deadlock. They are posted on the caller's
 // thread through Gloo unbound buffers and completed by Work::wait(). A CUDA tensor travels
@@ -7,46 +7,42 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
+#include "base/error.h"
+#include "runtime/comm/failure_report.h"
+#include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/tag_space.h"
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
-namespace {
-
-// Gloo matches sends and receives by (peer, slot); user tags live in their own slot range, far
-// from the collectives' sequence-number tags.
-uint64_t p2p_slot(uint32_t tag) { return (uint64_t{1} << 40) | tag; }
-
-}  // namespace
 
 std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor tensor, int peer, uint32_t tag,
-                                                        std::optional<std::chrono::milliseconds> call_timeout) {
-  const char* op = sending ? "send" : "recv";
+                                                        Timeout call_timeout) {
+  const OpType op = sending ? OpType::kSend : OpType::kRecv;
   check_member(op);
+  queue_->check_open(op_type_name(op));
   check_tensor(context_prefix(), op, "", tensor);
   check_peer(op, peer);
-  auto work = std::make_shared<Work>(str_cat(context_prefix(), op, " (group ", name_, ", ", tensor_summary(tensor),
-                                             sending ? " to rank " : " from rank ", peer, ", tag ", tag, ")"),
-                                     std::vector<at::Tensor>{tensor}, call_timeout.value_or(timeout_));
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (broken_) {
-      work->finish(broken_);
-      return work;
-    }
+  auto work = std::make_shared<Work>(
+      str_cat(context_prefix(), op_type_name(op), " (group ", name_, ", ", tensor_summary(tensor),
+              sending ? " to rank " : " from rank ", peer, ", tag ", tag, ")"),
+      std::vector<at::Tensor>{tensor}, call_timeout.value_or(timeout_));
+  if (auto broken = queue_->broken()) {
+    work->finish(broken);
+    return work;
   }
   auto staging = std::make_shared<DeviceStaging>();
   const at::Tensor wire = staging->host(tensor, /*copy_in=*/sending, /*copy_back=*/!sending);
   std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
       context_->createUnboundBuffer(wire.data_ptr(), wire.nbytes());
   if (sending) {
-    buffer->send(peer, p2p_slot(tag));
+    buffer->send(peer, point_to_point_slot(tag));
   } else {
-    buffer->recv(peer, p2p_slot(tag));
+    buffer->recv(peer, point_to_point_slot(tag));
   }
   // The waiter holds the context too: the buffer needs its pairs even if the group goes first;
   // and `wire`, which for a CUDA send is the host copy the buffer points into.
-  work->set_waiter([context = context_, buffer, wire, staging, sending,
+  work->set_waiter([context = context_, buffer, wire, staging, sending, rank = rank_, peer,
                     description = work->description()](std::chrono::milliseconds timeout) {
     try {
       if (sending) {
@@ -55,20 +51,19 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
         buffer->waitRecv(timeout);
       }
     } catch (const std::exception& e) {
-      std::rethrow_exception(classify_failure(description, e, timeout));
+      std::rethrow_exception(operation_failure(read_gloo_failure(e.what()).kind, description, e.what(), "", timeout,
+                                               FailureSite{rank, peer, description}));
     }
     staging->copy_back();  // a CUDA recv: the received bytes go to the device
   });
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag,
-                                               std::optional<std::chrono::milliseconds> call_timeout) {
+std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag, Timeout call_timeout) {
   return post_point_to_point(true, std::move(tensor), dst, tag, call_timeout);
 }
 
-std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag,
-                                               std::optional<std::chrono::milliseconds> call_timeout) {
+std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag, Timeout call_timeout) {
   return post_point_to_point(false, std::move(tensor), src, tag, call_timeout);
 }
 

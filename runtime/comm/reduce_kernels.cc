@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

@@ -15,7 +15,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

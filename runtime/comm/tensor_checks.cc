@@ -44,27 +44,28 @@ std::string dtype_name(c10::ScalarType type) {
 
 std::string tensor_summary(const at::Tensor& t) { return human_bytes(t.nbytes()) + " " + dtype_name(t); }
 
-void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t) {
+void check_tensor(const std::string& who, OpType op, const char* role, const at::Tensor& t) {
   const std::string what = *role ? std::string(" ") + role : std::string();
-  if (!t.defined()) throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is undefined"));
+  if (!t.defined()) throw InvalidArgumentError(str_cat(who, op_type_name(op), ": the", what, " tensor is undefined"));
   if (!t.device().is_cpu() && !t.device().is_cuda()) {
-    throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is on ", t.device().str(),
+    throw InvalidArgumentError(str_cat(who, op_type_name(op), ": the", what, " tensor is on ", t.device().str(),
                                        "; the process group carries CPU and CUDA tensors"));
   }
   if (!t.is_contiguous()) {
-    throw InvalidArgumentError(str_cat(who, op, ": the", what, " tensor is not contiguous; call .contiguous() first"));
+    throw InvalidArgumentError(
+        str_cat(who, op_type_name(op), ": the", what, " tensor is not contiguous; call .contiguous() first"));
   }
   reduce_function(ReduceOp::kSum, t.scalar_type());  // throws for a dtype that is not carried
 }
 
-void check_blocks(const std::string& who, const char* op, const at::Tensor& small, const char* small_role,
+void check_blocks(const std::string& who, OpType op, const at::Tensor& small, const char* small_role,
                   const at::Tensor& big, const char* big_role, int64_t factor) {
   if (small.scalar_type() != big.scalar_type()) {
-    throw InvalidArgumentError(
-        str_cat(who, op, ": ", small_role, " is ", dtype_name(small), " but ", big_role, " is ", dtype_name(big)));
+    throw InvalidArgumentError(str_cat(who, op_type_name(op), ": ", small_role, " is ", dtype_name(small), " but ",
+                                       big_role, " is ", dtype_name(big)));
   }
   if (big.numel() != small.numel() * factor) {
-    throw InvalidArgumentError(str_cat(who, op, ": ", big_role, " has ", big.numel(),
+    throw InvalidArgumentError(str_cat(who, op_type_name(op), ": ", big_role, " has ", big.numel(),
                                        " elements; expected world size x ", small_role, " = ", factor, " x ",
                                        small.numel(), " = ", small.numel() * factor));
   }

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "runtime/comm/op_type.h"
 
 namespace ringtorch {
 
@@ -21,9 +22,9 @@ std::string tensor_summary(const at::Tensor& t);
 // Refuses undefined tensors, devices other than CPU and CUDA, non-contiguous tensors and dtypes
 // the group does not carry, with messages that start with `who` and name the operation and the
 // tensor's role.
-void check_tensor(const std::string& who, const char* op, const char* role, const at::Tensor& t);
+void check_tensor(const std::string& who, OpType op, const char* role, const at::Tensor& t);
 // Both tensors share a dtype, and `big` holds `factor` x small.numel() elements.
-void check_blocks(const std::string& who, const char* op, const at::Tensor& small, const char* small_role,
+void check_blocks(const std::string& who, OpType op, const at::Tensor& small, const char* small_role,
                   const at::Tensor& big, const char* big_role, int64_t factor);
 
 // Gloo only needs the element size: calls fn(T{}) with an unsigned type of the tensor's element

@@ -1,6 +1,6 @@
 #include "runtime/comm/work.h"
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 

@@ -1,12 +1,14 @@
-// Work: the handle of one asynchronous collective (c10d's Work, gloo's one-pending-op rule).
+// Work: the handle of one asynchronous operation (c10d's Work, gloo's one-pending-op rule).
 //
-// The caller's thread creates it (tag and checks happen there), the process group's worker
-// thread completes it. wait() rethrows the stored exception with its type (TimeoutError,
-// PeerLostError, ...). A Work keeps its tensors alive until it is destroyed, so a caller may
-// drop its own references right after submitting.
+// The process group creates it when an operation is submitted (checks happen on the caller's
+// thread before that); whichever thread runs the operation completes it: the group's worker, a
+// synchronous caller (operation_queue.h), or, for send/recv, the thread inside wait(). wait()
+// rethrows the stored exception with its type (TimeoutError, PeerLostError, ...). A Work keeps
+// its tensors alive until it is destroyed, so a caller may drop its own references right after
+// submitting. Only the process group completes a Work (finish() and friends are private).
 //
-// Thread-safety: every method may be called from any thread. done_ and error_ are guarded by
-// mutex_; the rest is constant after construction.
+// Thread-safety: every method may be called from any thread. description_, tensors_ and
+// default_timeout_ are constant; the rest is guarded by mutex_.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -27,24 +29,27 @@ class Work {
   Work(std::string description, std::vector<at::Tensor> tensors, std::chrono::milliseconds default_timeout);
 
   bool is_completed() const;
-  // Blocks until the operation completes or `timeout` (default: the group's) passes; rethrows
+  // Blocks until the operation completes or `timeout` passes (default: the operation's timeout
+  // plus OperationQueue::kWaitGrace for collectives, the call's for send/recv); rethrows
   // the operation's failure. A timeout here throws TimeoutError and leaves the operation running.
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
-  // "[rank 0/2] allreduce #3 (group default, 4 KiB float32)"
+  // "[rank 0/2] allreduce #3 (group default, 4.0 KiB float32 sum, direct)"
   const std::string& description() const { return description_; }
   // When the operation began executing and when it completed (steady clock; default-constructed
   // until then). For overlap measurements.
   std::chrono::steady_clock::time_point started_at() const;
   std::chrono::steady_clock::time_point completed_at() const;
-  void mark_started();
 
-  // Worker side: marks the operation done, with its failure if any.
+ private:
+  friend class OperationQueue;  // completes collectives
+  friend class ProcessGroup;    // completes send/recv
+  void mark_started();
+  // Marks the operation done, with its failure if any.
   void finish(std::exception_ptr error = nullptr);
   // For operations that complete on the waiting thread (send/recv): wait() runs `waiter` once
   // with its timeout; the waiter throws on failure.
   void set_waiter(std::function<void(std::chrono::milliseconds)> waiter);
 
- private:
   const std::string description_;
   const std::vector<at::Tensor> tensors_;  // kept alive until the Work is destroyed
   const std::chrono::milliseconds default_timeout_;

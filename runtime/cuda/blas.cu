@@ -5,7 +5,7 @@
 #include <climits>
 #include <map>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/cuda_check.h"
 

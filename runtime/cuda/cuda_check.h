@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace cuda {

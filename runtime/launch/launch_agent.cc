@@ -11,7 +11,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/join.h"
 #include "rendezvous/rendezvous.h"

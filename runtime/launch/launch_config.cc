@@ -4,7 +4,8 @@
 #include <functional>
 #include <map>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
+#include "base/parse.h"
 #include "rendezvous/init_method.h"
 
 namespace ringtorch {

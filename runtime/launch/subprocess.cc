@@ -9,7 +9,7 @@
 
 #include <cerrno>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 extern char** environ;
 

@@ -15,7 +15,7 @@
 #include <iterator>
 #include <sstream>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace fs = std::filesystem;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #ifdef RINGTORCH_WITH_CUDA
 #include "runtime/comm/cuda_tensor_staging.h"
 #include "runtime/cuda/blas.h"

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/comm/tensor_checks.h"
 #include "runtime/training/bucket_assignment.h"
 

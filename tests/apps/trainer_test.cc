@@ -11,7 +11,7 @@
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "support/error_of.h"
 #include "support/thread_ranks.h"
 

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/error.h"
 #include "datasets/image_dataset.h"
-#include "rendezvous/error.h"
 #include "support/error_of.h"
 #include "support/test_paths.h"
 

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/launch/subprocess.h"
 #include "support/capture.h"
 #include "support/test_paths.h"

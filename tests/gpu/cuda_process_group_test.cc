@@ -47,7 +47,9 @@ TEST(CudaProcessGroup, EveryCollectiveOnCudaTensorsEqualsTheCpuResult) {
       g.alltoall(on(at::arange(14, at::kLong) + 100 * r), all);
       g.barrier();
       seen[r] = {sum.cpu(), b.cpu(), gathered.cpu(), scattered.cpu(), reduced.cpu(), all.cpu()};
-      if (cuda) EXPECT_TRUE(sum.is_cuda());
+      if (cuda) {
+        EXPECT_TRUE(sum.is_cuda());
+      }
     });
     if (!cuda) {
       cpu_result = seen;

@@ -47,7 +47,9 @@ auto soon(int seconds = 30) { return std::chrono::steady_clock::now() + std::chr
 
 TEST(CudaRuntime, AvailabilityExplainsItself) {
   std::string why;
-  if (!cuda::device_available(&why)) EXPECT_FALSE(why.empty());
+  if (!cuda::device_available(&why)) {
+    EXPECT_FALSE(why.empty());
+  }
 }
 
 TEST(CudaRuntime, PinnedBlocksAreReusedBySizeClass) {

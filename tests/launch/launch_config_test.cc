@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/launch/worker_env.h"
 
 namespace ringtorch {

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

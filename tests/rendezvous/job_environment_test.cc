@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

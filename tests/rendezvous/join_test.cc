@@ -6,8 +6,8 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "base/error.h"
 #include "rendezvous/deadline_store.h"
-#include "rendezvous/error.h"
 
 namespace ringtorch {
 namespace {

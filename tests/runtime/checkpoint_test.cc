@@ -12,7 +12,7 @@
 #include <fstream>
 #include <thread>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "support/test_paths.h"
 #include "support/thread_ranks.h"
 

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "runtime/training/bucket_assignment.h"
 #include "support/thread_ranks.h"
 

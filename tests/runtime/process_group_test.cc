@@ -10,8 +10,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "base/error.h"
 #include "rendezvous/deadline_store.h"
-#include "rendezvous/error.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -212,7 +212,9 @@ TEST(ProcessGroup, GatherAndScatterThroughEveryRoot) {
           group.gather(mine, all, root);
           at::Tensor expected = at::empty({count * world}, at::kInt);
           for (int r = 0; r < world; ++r) expected.narrow(0, r * count, count).fill_(r * 10 + root);
-          if (is_root) ASSERT_TRUE(at::equal(all, expected)) << "gather, root " << root << " count " << count;
+          if (is_root) {
+            ASSERT_TRUE(at::equal(all, expected)) << "gather, root " << root << " count " << count;
+          }
 
           at::Tensor source = is_root ? expected : at::Tensor();
           at::Tensor got = at::empty({count}, at::kInt);
@@ -486,6 +488,7 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
   auto store =
       c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
   std::string first, second;
+  FailureSite first_site;
   std::atomic<bool> rank0_done{false};
   std::thread rank1([&] {
     ProcessGroupOptions options;
@@ -502,6 +505,7 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
       group->allreduce(at::ones({1 << 20}));
     } catch (const Error& e) {
       first = e.what();
+      first_site = e.site();
       EXPECT_TRUE(e.kind() == ErrorKind::kTimeout || e.kind() == ErrorKind::kPeerLost) << first;
     }
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "hang guard";
@@ -517,6 +521,10 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
   EXPECT_NE(first.find("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum, "), std::string::npos) << first;
   EXPECT_NE(first.find("peer rank 1"), std::string::npos) << first;
   EXPECT_NE(first.find("RINGTORCH_TIMEOUT"), std::string::npos) << first;
+  EXPECT_EQ(first_site.rank, 0);
+  EXPECT_EQ(first_site.peer, 1);
+  EXPECT_EQ(first_site.operation.rfind("[rank 0/2] allreduce #0 (group default, 4.0 MiB float32 sum, ", 0), 0u)
+      << first_site.operation;
   EXPECT_EQ(second, first) << "later calls fail at once with the original cause";
 }
 

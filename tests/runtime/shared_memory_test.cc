@@ -10,8 +10,8 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
+#include "base/error.h"
 #include "rendezvous/deadline_store.h"
-#include "rendezvous/error.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/shm/host_plan.h"
 #include "support/thread_ranks.h"
@@ -105,32 +105,46 @@ TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
 
 TEST(SharedMemory, MismatchedCountsFailOnEveryRankInsteadOfHanging) {
   std::vector<std::string> errors(2);
+  std::vector<FailureSite> sites(2);
   on_ranks(2, true, {}, [&](ProcessGroup& g) {
     try {
       g.allreduce(at::ones({g.rank() == 0 ? 10 : 11}));
     } catch (const MismatchError& e) {
       errors[g.rank()] = e.what();
+      sites[g.rank()] = e.site();
     }
   });
   EXPECT_NE(errors[0].find("[rank 0/2] allreduce #0 (group default, 40 B float32 sum, shared memory): shared memory: "
-                           "this rank called allreduce of 10 Float; rank 1 called allreduce of 11 Float"),
+                           "this rank called allreduce of 10 float32 sum; rank 1 called allreduce of 11 float32 sum"),
             std::string::npos)
       << errors[0];
-  EXPECT_NE(errors[1].find("rank 0 called allreduce of 10 Float"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[1].find("rank 0 called allreduce of 10 float32 sum"), std::string::npos) << errors[1];
+  // The same facts as fields, for programs that react without reading the text.
+  EXPECT_EQ(sites[0].rank, 0);
+  EXPECT_EQ(sites[0].peer, 1);
+  EXPECT_EQ(sites[1].peer, 0);
+  EXPECT_EQ(sites[0].operation, "[rank 0/2] allreduce #0 (group default, 40 B float32 sum, shared memory)");
 }
 
 TEST(SharedMemory, ARankThatNeverArrivesTimesOutNamingIt) {
   std::string error;
+  FailureSite site;
   on_ranks(3, true, {}, [&](ProcessGroup& g) {
     if (g.rank() == 2) return;  // never calls; its group stays alive until the others finish
     try {
       g.allreduce(at::ones({100}), ReduceOp::kSum, milliseconds(300));
     } catch (const TimeoutError& e) {
-      if (g.rank() == 0) error = e.what();
+      if (g.rank() == 0) {
+        error = e.what();
+        site = e.site();
+      }
     }
   });
   EXPECT_NE(error.find("shared memory (same host): timed out after 300 ms waiting for peer rank 2"), std::string::npos)
       << error;
+  EXPECT_EQ(site.rank, 0);
+  EXPECT_EQ(site.peer, 2);
+  EXPECT_NE(site.operation.find("allreduce #0"), std::string::npos) << site.operation;
 }
 
 bool any_segment_named(const std::string& part) {

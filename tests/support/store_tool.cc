@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
 

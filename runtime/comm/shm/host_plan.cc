@@ -7,7 +7,7 @@
 #include <map>
 #include <random>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

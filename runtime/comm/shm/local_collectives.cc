@@ -14,7 +14,7 @@
 #include <new>
 #include <thread>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {
@@ -29,7 +29,7 @@ constexpr std::chrono::milliseconds kLivenessInterval(100);
 struct alignas(64) RankState {
   std::atomic<uint32_t> arrived;  // barriers this rank has arrived at
   int32_t pid;
-  int64_t call[4];  // the current call (LocalCall), written before arriving
+  int64_t call[CallSignature::kWords];  // the current call, written before arriving
 };
 
 struct alignas(64) Header {
@@ -77,16 +77,7 @@ bool process_gone(int pid) {
 
 bool reached(uint32_t arrived, uint32_t target) { return static_cast<int32_t>(arrived - target) >= 0; }
 
-const char* const kCallNames[] = {"allreduce", "broadcast", "allgather", "reduce_scatter"};
-
 }  // namespace
-
-std::string LocalCall::describe() const {
-  const char* name = op >= 0 && op < static_cast<int64_t>(std::size(kCallNames)) ? kCallNames[op] : "?";
-  const char* dtype_text = c10::toString(static_cast<c10::ScalarType>(dtype));
-  return op == 1 ? str_cat(name, " of ", count, " ", dtype_text, " from rank ", detail)
-                 : str_cat(name, " of ", count, " ", dtype_text);
-}
 
 size_t LocalCollectives::segment_bytes(int local_size, size_t slot_bytes) {
   return data_offset(local_size) + slot_bytes * (static_cast<size_t>(local_size) + 2);
@@ -129,15 +120,13 @@ uint8_t* LocalCollectives::result_area(uint64_t parity) const {
   return slot(local_size() + static_cast<int>(parity & 1));
 }
 
-void LocalCollectives::meet(Deadline deadline, const LocalCall* call) {
+void LocalCollectives::meet(Deadline deadline, const CallSignature* call) {
   void* base = segment_.data();
   Header* h = header(base);
   RankState* me = rank_state(base, local_rank_);
   if (call) {
-    me->call[0] = call->op;
-    me->call[1] = call->count;
-    me->call[2] = call->dtype;
-    me->call[3] = call->detail;
+    const CallSignature::Words words = call->encode();
+    std::copy(words.begin(), words.end(), me->call);
   }
   const uint32_t target = ++barriers_;
   me->arrived.store(target);  // seq_cst: the slot's data and `call` are visible to whoever sees it
@@ -188,25 +177,27 @@ void LocalCollectives::meet(Deadline deadline, const LocalCall* call) {
   if (call) check_calls_agree(*call);
 }
 
-void LocalCollectives::check_calls_agree(const LocalCall& mine) {
+void LocalCollectives::check_calls_agree(const CallSignature& mine) {
   std::string differing;
+  int first_differing = -1;
   for (int r = 0; r < local_size(); ++r) {
-    const RankState* s = rank_state(segment_.data(), r);
-    const LocalCall theirs{s->call[0], s->call[1], s->call[2], s->call[3]};
-    if (theirs.op != mine.op || theirs.count != mine.count || theirs.dtype != mine.dtype ||
-        theirs.detail != mine.detail) {
+    const CallSignature theirs = CallSignature::decode(rank_state(segment_.data(), r)->call);
+    if (theirs != mine) {
       differing += str_cat("; rank ", global_ranks_[r], " called ", theirs.describe());
+      if (first_differing < 0) first_differing = global_ranks_[r];
     }
   }
   if (!differing.empty()) {
     throw MismatchError(str_cat("shared memory: this rank called ", mine.describe(), differing,
                                 "; every rank must call the same collectives, in the same order, with the same sizes "
-                                "and dtypes"));
+                                "and dtypes"),
+                        FailureSite{global_ranks_[local_rank_], first_differing, ""});
   }
 }
 
 void LocalCollectives::fail_waiting(uint32_t target, bool timed_out, std::chrono::milliseconds timeout) {
   std::string missing;
+  int blamed = -1, count = 0;
   for (int r = 0; r < local_size(); ++r) {
     const RankState* s = rank_state(segment_.data(), r);
     if (reached(s->arrived.load(), target)) continue;
@@ -214,15 +205,17 @@ void LocalCollectives::fail_waiting(uint32_t target, bool timed_out, std::chrono
     if (timed_out || gone) {
       missing += str_cat(missing.empty() ? "" : ", ", "peer rank ", global_ranks_[r], " (pid ", s->pid,
                          gone ? ", exited" : ", alive but not arriving", ")");
+      blamed = global_ranks_[r];
+      ++count;
     }
   }
-  // Plain runtime_error on purpose: ProcessGroup classifies it like a Gloo failure ("timed out"
-  // -> TimeoutError, else PeerLostError) and marks the group broken.
+  const FailureSite site{global_ranks_[local_rank_], count == 1 ? blamed : -1, ""};
   if (timed_out) {
-    throw std::runtime_error(str_cat("shared memory (same host): timed out after ", format_duration_ms(timeout.count()),
-                                     " waiting for ", missing));
+    throw TimeoutError(str_cat("shared memory (same host): timed out after ", format_duration_ms(timeout.count()),
+                               " waiting for ", missing),
+                       site);
   }
-  throw std::runtime_error(str_cat("shared memory (same host): ", missing, " while this rank waited for it"));
+  throw PeerLostError(str_cat("shared memory (same host): ", missing, " while this rank waited for it"), site);
 }
 
 void LocalCollectives::barrier(std::chrono::milliseconds timeout) {
@@ -231,7 +224,7 @@ void LocalCollectives::barrier(std::chrono::milliseconds timeout) {
 }
 
 void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,
-                                 const LocalCall& call, std::chrono::milliseconds timeout,
+                                 const CallSignature& call, std::chrono::milliseconds timeout,
                                  const std::function<void(void*, size_t)>& cross_host) {
   timeout_ = timeout;
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
@@ -267,7 +260,7 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
   }
 }
 
-void LocalCollectives::broadcast(void* data, size_t bytes, int root, const LocalCall& call,
+void LocalCollectives::broadcast(void* data, size_t bytes, int root, const CallSignature& call,
                                  std::chrono::milliseconds timeout) {
   timeout_ = timeout;
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
@@ -284,7 +277,7 @@ void LocalCollectives::broadcast(void* data, size_t bytes, int root, const Local
   }
 }
 
-void LocalCollectives::allgather(const void* input, void* output, size_t bytes, const LocalCall& call,
+void LocalCollectives::allgather(const void* input, void* output, size_t bytes, const CallSignature& call,
                                  std::chrono::milliseconds timeout) {
   timeout_ = timeout;
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
@@ -303,7 +296,7 @@ void LocalCollectives::allgather(const void* input, void* output, size_t bytes, 
 }
 
 void LocalCollectives::reduce_scatter(const void* input, void* output, size_t count, size_t element_size,
-                                      const ReduceFunction& reduce, const LocalCall& call,
+                                      const ReduceFunction& reduce, const CallSignature& call,
                                       std::chrono::milliseconds timeout) {
   timeout_ = timeout;
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;

@@ -15,8 +15,13 @@
 // peers it waits for are still alive (by pid): a peer killed mid-collective is named within
 // about 100 ms, with the same error kinds as the TCP path (timed out / lost a peer).
 //
-// Every rank must make the same calls in the same order (as for every collective); the count,
-// dtype and operation are compared across ranks at each call's first barrier (MismatchError).
+// Every rank must make the same calls in the same order (as for every collective); the call
+// signatures (call_signature.h) are compared across ranks at each call's first barrier
+// (MismatchError, with the first differing rank as the site's peer).
+//
+// Failures are typed: TimeoutError (a peer alive but not arriving) or PeerLostError (a peer's
+// process gone), with the local rank's group rank and, when one peer is to blame, that peer in
+// the FailureSite. The process group adds the operation.
 //
 // Thread-safety: one thread at a time per rank (the process group's executing thread).
 #pragma once
@@ -28,19 +33,11 @@
 #include <string>
 #include <vector>
 
+#include "runtime/comm/call_signature.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/shm/shared_segment.h"
 
 namespace ringtorch {
-
-// What every rank must agree on for one call (compared across the local ranks).
-struct LocalCall {
-  int64_t op = 0;  // a code per operation
-  int64_t count = 0;
-  int64_t dtype = 0;
-  int64_t detail = 0;  // root or reduce op
-  std::string describe() const;
-};
 
 class LocalCollectives {
  public:
@@ -61,16 +58,16 @@ class LocalCollectives {
 
   // In place on `count` elements of `element_size` bytes. `cross_host`, when set, is called
   // with this rank's reduced slice of each chunk (pointer, element count) before it is shared.
-  void allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce, const LocalCall& call,
+  void allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce, const CallSignature& call,
                  std::chrono::milliseconds timeout, const std::function<void(void*, size_t)>& cross_host = nullptr);
-  void broadcast(void* data, size_t bytes, int root_local_rank, const LocalCall& call,
+  void broadcast(void* data, size_t bytes, int root_local_rank, const CallSignature& call,
                  std::chrono::milliseconds timeout);
   // `output` holds local_size() blocks of `bytes`, local rank r's at r.
-  void allgather(const void* input, void* output, size_t bytes, const LocalCall& call,
+  void allgather(const void* input, void* output, size_t bytes, const CallSignature& call,
                  std::chrono::milliseconds timeout);
   // `input` holds local_size() blocks of `count` elements; block r, reduced, lands in rank r's output.
   void reduce_scatter(const void* input, void* output, size_t count, size_t element_size, const ReduceFunction& reduce,
-                      const LocalCall& call, std::chrono::milliseconds timeout);
+                      const CallSignature& call, std::chrono::milliseconds timeout);
   void barrier(std::chrono::milliseconds timeout);
 
  private:
@@ -78,8 +75,8 @@ class LocalCollectives {
   using Deadline = std::chrono::steady_clock::time_point;
   // Arrives at the next barrier and waits for every local rank; `call` (when given) is
   // published before arriving and compared with the others' after.
-  void meet(Deadline deadline, const LocalCall* call = nullptr);
-  void check_calls_agree(const LocalCall& mine);
+  void meet(Deadline deadline, const CallSignature* call = nullptr);
+  void check_calls_agree(const CallSignature& mine);
   [[noreturn]] void fail_waiting(uint32_t target, bool timed_out, std::chrono::milliseconds timeout);
   uint8_t* slot(int local_rank) const;
   uint8_t* result_area(uint64_t parity) const;

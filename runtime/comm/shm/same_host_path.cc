@@ -4,16 +4,14 @@
 
 #include <functional>
 
-#include "runtime/comm/process_group.h"
 #include "runtime/comm/shm/local_collectives.h"
 
 namespace ringtorch {
 namespace {
 
-// LocalCall operation codes (local_collectives.h compares them across ranks).
-enum CallCode : int64_t { kAllreduce = 0, kBroadcast = 1, kAllgather = 2, kReduceScatter = 3 };
-
-int64_t dtype_code(const at::Tensor& t) { return static_cast<int64_t>(t.scalar_type()); }
+CallSignature call_of(OpType op, const at::Tensor& t, int root = -1, ReduceOp reduce = ReduceOp::kSum) {
+  return CallSignature{op, t.numel(), t.scalar_type(), root, reduce};
+}
 
 }  // namespace
 
@@ -24,14 +22,14 @@ void SameHostPath::allreduce(const at::Tensor& tensor, ReduceOp op, const Reduce
   if (cross_host) {
     // Avg divides once, at the end: across hosts the slices are summed.
     const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
-    ProcessGroup* cross = cross_host;
+    CrossHostLink* cross = cross_host;
     between_hosts = [=](void* slice, size_t count) {
-      cross->allreduce(ProcessGroup::as_tensor(slice, static_cast<int64_t>(count), dtype), cross_op, timeout);
+      cross->allreduce(at::from_blob(slice, {static_cast<int64_t>(count)}, at::TensorOptions().dtype(dtype)), cross_op,
+                       timeout);
     };
   }
   local->allreduce(tensor.data_ptr(), static_cast<size_t>(tensor.numel()), tensor.element_size(), reduce,
-                   LocalCall{kAllreduce, tensor.numel(), dtype_code(tensor), static_cast<int64_t>(op)}, timeout,
-                   between_hosts);
+                   call_of(OpType::kAllreduce, tensor, -1, op), timeout, between_hosts);
 }
 
 void SameHostPath::broadcast(const at::Tensor& tensor, int root, std::chrono::milliseconds timeout) const {
@@ -39,13 +37,12 @@ void SameHostPath::broadcast(const at::Tensor& tensor, int root, std::chrono::mi
   if (cross_host && local_index_of_rank[rank] == root_local) {
     cross_host->broadcast(tensor, host_of_rank[root], timeout);  // the root's host is its position there
   }
-  local->broadcast(tensor.data_ptr(), tensor.nbytes(), root_local,
-                   LocalCall{kBroadcast, tensor.numel(), dtype_code(tensor), root}, timeout);
+  local->broadcast(tensor.data_ptr(), tensor.nbytes(), root_local, call_of(OpType::kBroadcast, tensor, root), timeout);
 }
 
 void SameHostPath::allgather(const at::Tensor& input, const at::Tensor& output,
                              std::chrono::milliseconds timeout) const {
-  const LocalCall call{kAllgather, input.numel(), dtype_code(input), 0};
+  const CallSignature call = call_of(OpType::kAllgather, input);
   if (!cross_host) {
     local->allgather(input.data_ptr(), output.data_ptr(), input.nbytes(), call, timeout);
     return;
@@ -65,16 +62,14 @@ void SameHostPath::allgather(const at::Tensor& input, const at::Tensor& output,
       flat.narrow(0, static_cast<int64_t>(r) * block, block).copy_(all_hosts.narrow(0, from, block));
     }
   }
-  local->broadcast(output.data_ptr(), output.nbytes(), 0, LocalCall{kBroadcast, output.numel(), dtype_code(output), -1},
-                   timeout);
+  local->broadcast(output.data_ptr(), output.nbytes(), 0, call_of(OpType::kBroadcast, output), timeout);
 }
 
 void SameHostPath::reduce_scatter(const at::Tensor& input, const at::Tensor& output, ReduceOp op,
                                   const ReduceFunction& reduce, std::chrono::milliseconds timeout) const {
   if (!cross_host) {
-    local->reduce_scatter(
-        input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()), output.element_size(), reduce,
-        LocalCall{kReduceScatter, output.numel(), dtype_code(output), static_cast<int64_t>(op)}, timeout);
+    local->reduce_scatter(input.data_ptr(), output.data_ptr(), static_cast<size_t>(output.numel()),
+                          output.element_size(), reduce, call_of(OpType::kReduceScatter, output, -1, op), timeout);
     return;
   }
   at::Tensor all = input.clone();  // the caller's input stays untouched

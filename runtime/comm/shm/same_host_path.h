@@ -12,6 +12,9 @@
 // local-rank order within a host, then in Gloo's order across hosts (docs/process_group.md).
 // avg is left to the caller (sum, then one division by the group size).
 //
+// The cross-host part is reached through CrossHostLink, which the process group implements with
+// a subgroup of its own: this path knows nothing of ProcessGroup.
+//
 // Thread-safety: the group's executing thread only. Ownership: the ProcessGroup owns it and
 // everything it points to.
 #pragma once
@@ -27,11 +30,21 @@
 namespace ringtorch {
 
 class LocalCollectives;
-class ProcessGroup;
+
+// Synchronous collectives among the ranks that hold this rank's local index on every host
+// (one rank per host), ranked in host order. Each call blocks until done or throws.
+class CrossHostLink {
+ public:
+  virtual ~CrossHostLink() = default;
+  virtual void allreduce(const at::Tensor& tensor, ReduceOp op, std::chrono::milliseconds timeout) = 0;
+  virtual void broadcast(const at::Tensor& tensor, int root_host, std::chrono::milliseconds timeout) = 0;
+  virtual void allgather(const at::Tensor& input, const at::Tensor& output, std::chrono::milliseconds timeout) = 0;
+  virtual void barrier(std::chrono::milliseconds timeout) = 0;
+};
 
 struct SameHostPath {
-  LocalCollectives* local = nullptr;   // never null once built
-  ProcessGroup* cross_host = nullptr;  // null: every rank on one host
+  LocalCollectives* local = nullptr;    // never null once built
+  CrossHostLink* cross_host = nullptr;  // null: every rank on one host
   int rank = 0;
   std::vector<int> host_of_rank, local_index_of_rank;  // per group rank (host_plan.h)
 

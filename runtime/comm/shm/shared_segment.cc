@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 namespace ringtorch {
 namespace {

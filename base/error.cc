@@ -1,4 +1,4 @@
-#include "rendezvous/error.h"
+#include "base/error.h"
 
 #include <cstdio>
 
@@ -18,6 +18,22 @@ const char* error_kind_name(ErrorKind kind) {
       return "I/O";
   }
   return "unknown";
+}
+
+std::exception_ptr make_error(ErrorKind kind, const std::string& message, FailureSite site) {
+  switch (kind) {
+    case ErrorKind::kTimeout:
+      return std::make_exception_ptr(TimeoutError(message, std::move(site)));
+    case ErrorKind::kPeerLost:
+      return std::make_exception_ptr(PeerLostError(message, std::move(site)));
+    case ErrorKind::kMismatch:
+      return std::make_exception_ptr(MismatchError(message, std::move(site)));
+    case ErrorKind::kInvalidArgument:
+      return std::make_exception_ptr(InvalidArgumentError(message, std::move(site)));
+    case ErrorKind::kIo:
+      break;
+  }
+  return std::make_exception_ptr(IoError(message, std::move(site)));
 }
 
 std::string format_duration_ms(long long ms) {

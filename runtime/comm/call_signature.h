@@ -1,0 +1,39 @@
+// What every rank must agree on for one collective: the operation, the element count, the
+// dtype, the root and the reduce op. Compared across ranks where mismatches are caught (DETAIL
+// mode over Gloo; every shared-memory call), and printed when they differ.
+//
+// Thread-safety: a value type.
+#pragma once
+
+#include <c10/core/ScalarType.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "runtime/comm/op_type.h"
+#include "runtime/comm/reduce_op.h"
+
+namespace ringtorch {
+
+struct CallSignature {
+  OpType op = OpType::kBarrier;
+  int64_t count = 0;  // elements (allgather: each rank's; reduce_scatter: each rank's output)
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  int root = -1;                     // op_has_root(op) only; else -1
+  ReduceOp reduce = ReduceOp::kSum;  // op_reduces(op) only; else kSum
+
+  // "allreduce of 10 float32 sum", "broadcast of 4 float32 (root 0)", "barrier".
+  std::string describe() const;
+
+  // The fixed-width form ranks exchange (through Gloo or a shared-memory segment).
+  static constexpr int kWords = 5;
+  using Words = std::array<int64_t, kWords>;
+  Words encode() const;
+  static CallSignature decode(const int64_t* words);  // reads kWords words
+
+  bool operator==(const CallSignature& other) const { return encode() == other.encode(); }
+  bool operator!=(const CallSignature& other) const { return !(*this == other); }
+};
+
+}  // namespace ringtorch

@@ -1,0 +1,44 @@
+// What a caller may choose when creating a ProcessGroup. Every field left unset falls back to
+// an environment variable, then to a default (docs/process_group.md, "Settings").
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "runtime/comm/allreduce_algorithm.h"
+
+namespace ringtorch {
+
+struct ProcessGroupOptions {
+  // Every operation's timeout. Unset: the rendezvous' (create(rdzv)), else RINGTORCH_TIMEOUT,
+  // else 300 s.
+  std::optional<std::chrono::milliseconds> timeout;
+  std::string iface;  // network interface name or comma list; else RINGTORCH_SOCKET_IFNAME
+  // "tcp" or "ibverbs" (InfiniBand/RoCE, when Gloo has it and the machine has a device; `iface`
+  // then names the IB device). Default: RINGTORCH_TRANSPORT, else tcp.
+  std::string transport;
+  std::string name = "default";  // for messages and the key prefix of the group's context
+  // Before each collective, check that every rank calls the same operation with the same count,
+  // dtype, root and reduce op (one extra small allgather each). Default: RINGTORCH_DEBUG=DETAIL.
+  std::optional<bool> debug_detail;
+  // All-reduce (and reduce_scatter) algorithm; default: RINGTORCH_ALLREDUCE_ALGORITHM, else auto.
+  std::optional<AllreduceAlgorithm> allreduce_algorithm;
+  // All-reduce buffers above this many bytes run as pieces of this size (runtime/comm/chunk_plan.h).
+  // Unset: 16 MiB pieces when any rank of the group sees a CUDA device (agreed when the group is
+  // created), else whole buffers. When set, it must be the same on every rank.
+  std::optional<size_t> allreduce_piece_bytes;
+  // Ranks that share a host reduce through shared memory (docs/process_group.md, "Shared
+  // memory"); default: RINGTORCH_SHM (0: off), else on. Falls back to TCP by itself. An
+  // explicitly chosen all-reduce algorithm (not auto) keeps all-reduce and reduce_scatter on Gloo.
+  std::optional<bool> shared_memory;
+  // Names the shared-memory segment ("<run id>-<restart>-<round>"; create(rdzv) sets it), so
+  // the launcher can remove what a crashed run left.
+  std::string segment_tag;
+  // Which host this rank is on, for grouping ranks by host; default: RINGTORCH_HOST_ID, else
+  // hostname + boot id. Tests and network-namespace clusters use it to act as several hosts.
+  std::string host_identity;
+};
+
+}  // namespace ringtorch

@@ -1,0 +1,44 @@
+// Note [Tag space]
+//
+// One Gloo context carries everything a group sends, and Gloo matches a message to its
+// receiver by a 64-bit *slot*. Two messages that may be in flight at the same time must never
+// share a slot. This header owns every tag and slot ringtorch uses; nothing else may invent one.
+//
+// 32-bit tags, passed to Gloo's collectives (which build the slot as their own 8-bit prefix in
+// bits 56-63, then the tag) and to ringtorch's direct all-reduce:
+//
+//   0x00000000 .. 0x7FFFFFFF   operation_tag(sequence): the group's operations, numbered in
+//                              submission order on every rank (wraps after 2^31 operations;
+//                              harmless, since operations run one at a time)
+//   0x80000000 | sequence      signature_tag(sequence): the DETAIL-mode exchange of call
+//                              signatures that precedes operation `sequence`
+//   0xFFFFFF00                 kCreationTag: the one collective group creation runs (whether any
+//                              rank sees a GPU), before operation 0 exists
+//
+// 64-bit slots of ringtorch's own unbound-buffer traffic, in bits Gloo's prefixes never use:
+//
+//   bit 40 | user tag          point_to_point_slot(tag): send/recv (outside the operation order,
+//                              so their slots must be apart from every operation's)
+//   bit 41 | tag               direct_allreduce_slot(tag): the direct all-reduce of the operation
+//                              with that tag
+//
+// Operations of one group run strictly one after another, so a tag is only ever reused (after
+// a wrap, or the signature tag equalling the creation tag) by an operation that cannot overlap
+// the earlier one. A fast peer's message for the next operation may arrive early: its slot
+// differs from the current operation's, and Gloo holds it until the receiver is posted.
+#pragma once
+
+#include <cstdint>
+
+namespace ringtorch {
+
+constexpr uint32_t kCreationTag = 0xFFFFFF00u;
+constexpr uint32_t kSignatureTagBit = 0x80000000u;
+
+constexpr uint32_t operation_tag(uint32_t sequence) { return sequence & ~kSignatureTagBit; }
+constexpr uint32_t signature_tag(uint32_t sequence) { return operation_tag(sequence) | kSignatureTagBit; }
+
+constexpr uint64_t point_to_point_slot(uint32_t user_tag) { return (uint64_t{1} << 40) | user_tag; }
+constexpr uint64_t direct_allreduce_slot(uint32_t tag) { return (uint64_t{1} << 41) | tag; }
+
+}  // namespace ringtorch
