@@ -1,6 +1,7 @@
 #include "base/error.h"
 
 #include <cstdio>
+#include <cstring>
 
 namespace ringtorch {
 
@@ -34,6 +35,20 @@ std::exception_ptr make_error(ErrorKind kind, const std::string& message, Failur
       break;
   }
   return std::make_exception_ptr(IoError(message, std::move(site)));
+}
+
+namespace {
+
+// strerror_r has two signatures: GNU's returns the message (which may not be in the buffer),
+// POSIX's returns 0 and fills the buffer. One overload for each.
+[[maybe_unused]] std::string strerror_result(const char* message, const char*) { return message; }
+[[maybe_unused]] std::string strerror_result(int rc, const char* buffer) { return rc == 0 ? buffer : "unknown error"; }
+
+}  // namespace
+
+std::string errno_text(int error) {
+  char buffer[256] = {};
+  return strerror_result(strerror_r(error, buffer, sizeof(buffer)), buffer);
 }
 
 std::string format_duration_ms(long long ms) {

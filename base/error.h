@@ -79,6 +79,9 @@ class IoError : public Error {
 // that re-raises a failure with more context without losing its type.
 std::exception_ptr make_error(ErrorKind kind, const std::string& message, FailureSite site = {});
 
+// strerror(error), but thread-safe (strerror may share one buffer between threads).
+std::string errno_text(int error);
+
 // Formats a duration in milliseconds the way people read it: "250 ms", "5 s", "1.5 s".
 std::string format_duration_ms(long long ms);
 

@@ -2,10 +2,13 @@
 // identical to Python's torch.utils.data.distributed.DistributedSampler for the same arguments
 // (LibTorch's own DistributedRandomSampler is not: it matched 0 of 30 cases).
 //
-//   DistributedSampler sampler(60000, /*num_replicas=*/2, /*rank=*/r, {.seed = 42});
-//   for (int epoch = 0; epoch < E; ++epoch) {
+// Example (given: int rank, int epochs, const std::function<void(int64_t)>& read):
+//   ringtorch::SamplerOptions options;
+//   options.seed = 42;
+//   ringtorch::DistributedSampler sampler(60000, /*num_replicas=*/2, rank, options);
+//   for (int epoch = 0; epoch < epochs; ++epoch) {
 //     sampler.set_epoch(epoch);
-//     for (int64_t i : sampler.indices()) ...
+//     for (int64_t i : sampler.indices()) read(i);
 //   }
 //
 // Python's algorithm: randperm(n) from a generator seeded with seed + epoch (or 0..n-1 without

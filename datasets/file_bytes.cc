@@ -11,7 +11,7 @@ namespace ringtorch {
 
 std::vector<uint8_t> read_file_bytes(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
-  if (!file) throw IoError(str_cat("cannot open ", path, ": ", std::strerror(errno)));
+  if (!file) throw IoError(str_cat("cannot open ", path, ": ", errno_text(errno)));
   std::vector<uint8_t> bytes;
   std::vector<uint8_t> chunk(1 << 20);
   while (true) {

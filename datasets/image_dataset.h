@@ -4,6 +4,7 @@
 // [N, 3, 32, 32]; labels int64 [N]. The whole set is read once; batches are gathered by index
 // (the sampler's).
 //
+// Example (given: const std::vector<int64_t>& indices):
 //   auto train = ringtorch::load_dataset("fashion-mnist", "", /*train=*/true);
 //   auto [x, y] = train.batch(indices);
 #pragma once

@@ -1,4 +1,4 @@
-// lenet: LeNet-5 for 28x28 single-channel images. Python's definition, whose parameter names
+// lenet: LeNet-5 for images of any ImageShape (default 1x28x28). Python's definition, whose parameter names
 // (conv1.weight, conv2.bias, fc1 ... fc3) this one keeps:
 //
 //   class LeNet(nn.Module):

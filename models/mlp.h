@@ -1,4 +1,5 @@
-// The seeds' SimpleModel: one Linear(784 -> 10) over a flattened 28x28 image.
+// The seeds' SimpleModel: one Linear(784 -> 10) over a flattened 1x28x28 image (any ImageShape:
+// Linear(C*H*W -> 10)).
 // Parameter names equal the Python definition's (`fc.weight`, `fc.bias`), so state dicts match:
 //
 //   class SimpleModel(nn.Module):

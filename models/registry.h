@@ -1,8 +1,9 @@
 // Models by name, as ringtrain's --model flag names them. Each entry's parameter names match
 // the natural PyTorch Python definition (models/README.md), so checkpoints load on either side.
 //
-//   torch::nn::AnyModule model = ringtorch::make_model("mlp");            // 1x28x28 images
-//   auto cifar = ringtorch::make_model("resnet20", {3, 32, 32});         // 3x32x32 images
+// Example (given: torch::Tensor images):
+//   torch::nn::AnyModule model = ringtorch::make_model("mlp");     // 1x28x28 images
+//   auto cifar = ringtorch::make_model("resnet20", {3, 32, 32});  // 3x32x32 images
 //   auto logits = model.forward(images);
 #pragma once
 

@@ -36,7 +36,7 @@
 //           out = self.layer3(self.layer2(self.layer1(out)))
 //           return self.fc(F.adaptive_avg_pool2d(out, 1).flatten(1))
 //
-// models/python/models.py holds these definitions; tests compare the state dicts' names and
+// models/python/ringtorch_models.py holds these definitions; tests compare the state dicts' names and
 // shapes with it.
 #pragma once
 

@@ -17,10 +17,12 @@ std::string member_list(const std::vector<int>& members) {
 void wait_for_members(c10d::Store& store, const std::string& prefix, const MemberContext& who,
                       std::chrono::milliseconds timeout, const std::string& stage) {
   std::vector<std::string> keys;
+  keys.reserve(who.group_size);
   for (int m = 0; m < who.group_size; ++m) keys.push_back(prefix + std::to_string(m));
   auto missing_keys = wait_until_keys_exist(store, keys, std::chrono::steady_clock::now() + timeout);
   if (missing_keys.empty()) return;
   std::vector<int> missing;
+  missing.reserve(missing_keys.size());
   for (const auto& k : missing_keys) missing.push_back(std::stoi(k.substr(prefix.size())));
   throw TimeoutError(
       str_cat(member_prefix(who), who.operation, ": ", stage, " timed out after ", format_duration_ms(timeout.count()),

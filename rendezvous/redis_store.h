@@ -1,6 +1,9 @@
 // RedisStore: a c10d::Store on a Redis server, through hiredis.
 //
-//   auto store = c10::make_intrusive<RedisStore>(RedisOptions{.host = "10.0.0.2"}, 30s);
+// Example:
+//   ringtorch::RedisOptions redis;
+//   redis.host = "10.0.0.2";
+//   auto store = c10::make_intrusive<ringtorch::RedisStore>(redis, 30s);
 //
 // Contract (Note [Store contract], docs/ARCHITECTURE.md): get() and wait() block until the key
 // exists or the timeout passes; counters written by add() are decimal strings, as in TCPStore;

@@ -1,8 +1,11 @@
 // rendezvous(): from an init method to a connected, namespaced store plus this worker's place in
 // the job, as torch.distributed.init_process_group does before it builds a process group.
 //
-//   auto rdzv = ringtorch::rendezvous({.init_method = "env://"});
-//   rdzv.store->set("hello/" + std::to_string(rdzv.rank), ...);
+// Example:
+//   ringtorch::RendezvousOptions options;
+//   options.init_method = "env://";  // the default; tcp://, file://, redis:// as in Python
+//   auto rdzv = ringtorch::rendezvous(options);
+//   rdzv.store->set("hello/" + std::to_string(rdzv.rank), std::vector<uint8_t>{'h', 'i'});
 //
 // Which store:   env://  RINGTORCH_RDZV_ENDPOINT if set (ringrun with --rdzv_endpoint), else a
 //                        TCPStore at MASTER_ADDR:MASTER_PORT, hosted by rank 0 unless

@@ -55,7 +55,7 @@ c10::intrusive_ptr<c10d::Store> open_file(const StoreRequest& r) {
   // check() or get() runs before the first write: create it now, and bound that wait.
   int fd = ::open(r.method.path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    throw IoError(str_cat(r.context, "cannot create file store '", r.method.path, "': ", std::strerror(errno)));
+    throw IoError(str_cat(r.context, "cannot create file store '", r.method.path, "': ", errno_text(errno)));
   }
   ::close(fd);
   try {

@@ -1,7 +1,7 @@
 // Which all-reduce algorithm runs a given message (RINGTORCH_ALLREDUCE_ALGORITHM, or by size),
 // and running it on a buffer.
 //
-//   auto    (default) direct while latency dominates, else the ring; see choose()
+//   auto    (default) direct while latency dominates, else the ring; see choose_allreduce_algorithm()
 //   direct  every rank sends its buffer to every peer (direct_allreduce.h)
 //   ring    Gloo's ring: 2(n-1) steps, bandwidth-optimal
 //   bcube   Gloo's bcube (recursive halving/doubling)

@@ -140,6 +140,7 @@ Operation ProcessGroup::prepare_allgatherv(at::Tensor input, at::Tensor output, 
   input = operation.staging.host(input, /*copy_in=*/true, /*copy_back=*/false);
   output = operation.staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   std::vector<size_t> bytes;
+  bytes.reserve(counts.size());
   for (int64_t c : counts) bytes.push_back(static_cast<size_t>(c) * input.element_size());
   operation.call = {OpType::kAllgatherv, total, input.scalar_type()};
   operation.detail = str_cat(tensor_summary(output), " in all");

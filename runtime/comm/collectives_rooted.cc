@@ -92,6 +92,7 @@ Operation ProcessGroup::prepare_scatter(at::Tensor input, at::Tensor output, int
     gloo::ScatterOptions opts(context);
     if (is_root) {
       std::vector<uint8_t*> blocks;
+      blocks.reserve(size);
       for (int r = 0; r < size; ++r) blocks.push_back(data_as<uint8_t>(input) + r * output.nbytes());
       opts.setInputs<uint8_t>(blocks, output.nbytes());
     }

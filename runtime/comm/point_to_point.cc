@@ -16,7 +16,7 @@
 
 namespace ringtorch {
 
-std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor tensor, int peer, uint32_t tag,
+std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::Tensor& tensor, int peer, uint32_t tag,
                                                         Timeout call_timeout) {
   const OpType op = sending ? OpType::kSend : OpType::kRecv;
   check_member(op);
@@ -60,11 +60,11 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, at::Tensor
 }
 
 std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag, Timeout call_timeout) {
-  return post_point_to_point(true, std::move(tensor), dst, tag, call_timeout);
+  return post_point_to_point(true, tensor, dst, tag, call_timeout);
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag, Timeout call_timeout) {
-  return post_point_to_point(false, std::move(tensor), src, tag, call_timeout);
+  return post_point_to_point(false, tensor, src, tag, call_timeout);
 }
 
 }  // namespace ringtorch

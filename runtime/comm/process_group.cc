@@ -54,8 +54,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, Proce
   return create(rdzv.store, rdzv.rank, rdzv.world_size, rdzv.master_addr, std::move(options));
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::create(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                                   const std::string& store_host, ProcessGroupOptions options) {
+std::shared_ptr<ProcessGroup> ProcessGroup::create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                   const std::string& store_host, const ProcessGroupOptions& options) {
   return create_group(store, rank, size, store_host, options, GroupRole::kWhole);
 }
 

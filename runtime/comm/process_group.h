@@ -74,8 +74,8 @@ class ProcessGroup {
   static std::shared_ptr<ProcessGroup> create(const Rendezvous& rdzv, ProcessGroupOptions options = {});
   // The same from parts: `store` is already namespaced for this group's members; `store_host`
   // is where the store lives (for choosing the network interface; empty: loopback).
-  static std::shared_ptr<ProcessGroup> create(c10::intrusive_ptr<c10d::Store> store, int rank, int size,
-                                              const std::string& store_host, ProcessGroupOptions options = {});
+  static std::shared_ptr<ProcessGroup> create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                              const std::string& store_host, const ProcessGroupOptions& options = {});
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
@@ -188,7 +188,8 @@ class ProcessGroup {
   // that differ. Runs on the executing thread, before the collective itself.
   void check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag);
 
-  std::shared_ptr<Work> post_point_to_point(bool sending, at::Tensor tensor, int peer, uint32_t tag, Timeout timeout);
+  std::shared_ptr<Work> post_point_to_point(bool sending, const at::Tensor& tensor, int peer, uint32_t tag,
+                                            Timeout timeout);
 
   std::string context_prefix() const;  // "[rank 0/2] "
   void check_member(OpType op) const;

@@ -16,7 +16,9 @@ namespace ringtorch {
 
 struct DeviceChoice {
   std::shared_ptr<gloo::transport::Device> device;
-  std::string why;  // "interface eth0 (RINGTORCH_SOCKET_IFNAME)", "10.0.0.3: route to 10.0.0.1", ...
+  // "interface eth0 (RINGTORCH_SOCKET_IFNAME)", "10.0.0.3 (the route to the store host 10.0.0.1)",
+  // "127.0.0.1 (the store has no host; ...)", "ibverbs device mlx5_0 port 1"
+  std::string why;
 };
 
 // Throws InvalidArgumentError for an interface list with no existing interface, IoError when no

@@ -63,7 +63,7 @@ void Work::finish(std::exception_ptr error) {
     done_ = true;
     completed_at_ = std::chrono::steady_clock::now();
     if (started_at_ == std::chrono::steady_clock::time_point()) started_at_ = completed_at_;
-    error_ = error;
+    error_ = std::move(error);
   }
   done_cv_.notify_all();
 }

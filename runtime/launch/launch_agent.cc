@@ -113,13 +113,13 @@ void LaunchAgent::start_workers(int restart) {
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
   if (logs_.empty() && !config_.log_dir.empty()) {
     if (::mkdir(config_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw IoError(str_cat("[ringrun] --log_dir ", config_.log_dir, ": ", std::strerror(errno)));
+      throw IoError(str_cat("[ringrun] --log_dir ", config_.log_dir, ": ", errno_text(errno)));
     }
     for (int l = 0; l < config_.nproc_per_node; ++l) {
       const int rank = config_.node_rank * config_.nproc_per_node + l;
       std::string path = str_cat(config_.log_dir, "/rank_", rank, ".log");
       std::FILE* f = std::fopen(path.c_str(), "a");
-      if (!f) throw IoError(str_cat("[ringrun] cannot open log file ", path, ": ", std::strerror(errno)));
+      if (!f) throw IoError(str_cat("[ringrun] cannot open log file ", path, ": ", errno_text(errno)));
       logs_.push_back(f);
     }
   }

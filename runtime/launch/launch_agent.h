@@ -6,7 +6,7 @@
 //  3. Watches them. When one fails, it stops the others (SIGTERM, then SIGKILL after
 //     --term_timeout) and either restarts the whole group with the next restart count (every
 //     node, told through the store) or, with no restarts left, ends with that worker's code.
-//  4. Passes SIGINT/SIGTERM on to every worker and ends with 128 + signal.
+//  4. Passes SIGINT/SIGTERM (SIGHUP as SIGTERM) on to every worker and ends with 128 + signal.
 //  5. With several nodes, waits until every node's workers are done before leaving (node 0 keeps
 //     the store up for the others).
 //

@@ -150,7 +150,7 @@ hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: 
   --run_id ID            the job's id (alias --rdzv_id); generated when absent, required with a
                          file:// or redis:// endpoint and several nodes
   --max_restarts N       restart the whole group up to N times when a worker fails (default 0)
-  --log_dir DIR          also write each rank's output to DIR/rank_N.log
+  --log_dir DIR          also append each rank's output to DIR/rank_N.log
   --use_env              do not pass --local_rank=N to PROGRAM (torch.distributed.launch passes
                          it unless --use_env; give --use_env for programs that reject it)
   --no_python            accepted for torchrun compatibility (PROGRAM is always executed directly)

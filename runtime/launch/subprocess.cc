@@ -67,11 +67,11 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
   int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_status[2] = {-1, -1};
   if ((options.capture_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) ||
       ::pipe2(exec_status, O_CLOEXEC) != 0) {
-    throw IoError(str_cat("spawn '", options.argv[0], "': pipe: ", strerror(errno)));
+    throw IoError(str_cat("spawn '", options.argv[0], "': pipe: ", errno_text(errno)));
   }
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
-  if (pid < 0) throw IoError(str_cat("spawn '", options.argv[0], "': fork: ", strerror(errno)));
+  if (pid < 0) throw IoError(str_cat("spawn '", options.argv[0], "': fork: ", errno_text(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -114,7 +114,7 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
   ::close(exec_status[0]);
   if (n == static_cast<ssize_t>(sizeof(child_errno))) {
     child.wait();
-    throw IoError(str_cat("cannot run '", options.argv[0], "': ", strerror(child_errno),
+    throw IoError(str_cat("cannot run '", options.argv[0], "': ", errno_text(child_errno),
                           child_errno == ENOENT ? " (not found; give a path or put it on PATH)" : ""));
   }
   return child;
@@ -166,7 +166,7 @@ ExitStatus Subprocess::wait() {
     if (r == pid_) {
       status_ = decode(raw);
     } else if (r < 0 && errno != EINTR) {
-      throw IoError(str_cat("waitpid(", pid_, "): ", strerror(errno)));
+      throw IoError(str_cat("waitpid(", pid_, "): ", errno_text(errno)));
     }
   }
   return status_.value_or(ExitStatus{});

@@ -48,7 +48,7 @@ void write_fully(int fd, const char* data, size_t size, const std::string& path)
     const ssize_t n = ::write(fd, data, size);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw IoError(str_cat("checkpoint: writing ", path, ": ", std::strerror(errno)));
+      throw IoError(str_cat("checkpoint: writing ", path, ": ", errno_text(errno)));
     }
     data += n;
     size -= static_cast<size_t>(n);
@@ -60,10 +60,10 @@ void write_atomically(const std::string& path, const std::vector<char>& bytes) {
   const std::string temporary =
       str_cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(), ".tmp.", ::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(str_cat("checkpoint: cannot create ", temporary, ": ", std::strerror(errno)));
+  if (fd < 0) throw IoError(str_cat("checkpoint: cannot create ", temporary, ": ", errno_text(errno)));
   try {
     write_fully(fd, bytes.data(), bytes.size(), temporary);
-    if (::fsync(fd) != 0) throw IoError(str_cat("checkpoint: fsync ", temporary, ": ", std::strerror(errno)));
+    if (::fsync(fd) != 0) throw IoError(str_cat("checkpoint: fsync ", temporary, ": ", errno_text(errno)));
   } catch (...) {
     ::close(fd);
     ::unlink(temporary.c_str());
@@ -72,7 +72,7 @@ void write_atomically(const std::string& path, const std::vector<char>& bytes) {
   ::close(fd);
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     ::unlink(temporary.c_str());
-    throw IoError(str_cat("checkpoint: rename to ", path, ": ", std::strerror(errno)));
+    throw IoError(str_cat("checkpoint: rename to ", path, ": ", errno_text(errno)));
   }
   const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {
@@ -215,7 +215,7 @@ Checkpointer::Checkpointer(std::string directory, int keep_last)
 
 std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                                const TrainingProgress& progress, ProcessGroup* group) {
-  const std::string path = (fs::path(directory_) / file_name(progress.step)).string();
+  std::string path = (fs::path(directory_) / file_name(progress.step)).string();
   std::exception_ptr failure;
   if (!group || group->rank() == 0) {
     try {

@@ -1,9 +1,11 @@
 // Checkpoints: rank 0 writes, every rank resumes.
 //
+// Example (given: torch::nn::Module& model, torch::optim::SGD& sgd, ringtorch::ProcessGroup& group):
 //   ringtorch::Checkpointer checkpoints("runs/lenet", /*keep_last=*/3);
-//   if (auto resumed = checkpoints.load_latest(*model, &sgd)) start = *resumed;   // every rank
-//   ...
-//   checkpoints.save(*model, &sgd, progress, {{"model", "lenet"}}, group.get());  // every rank calls
+//   ringtorch::TrainingProgress progress;
+//   if (auto resumed = checkpoints.load_latest(model, &sgd)) progress = *resumed;  // every rank
+//   progress.metadata["model"] = "lenet";
+//   checkpoints.save(model, &sgd, progress, &group);  // every rank calls; rank 0 writes
 //
 // File format: `checkpoint-<step, 10 digits>.pt`, a plain dict saved with torch::pickle_save
 // (zip), so Python's torch.load reads it and `model.load_state_dict(ckpt["model"])` accepts it:
@@ -18,8 +20,8 @@
 // absent; one whose sidecar is missing or does not match is skipped on load with a warning
 // naming the file, and the previous one is used.
 //
-// Thread-safety: none; one training thread. Ranks must share the directory to resume (rank 0
-// writes it); DistributedDataParallel's broadcast then covers ranks that cannot see it.
+// Thread-safety: none; one training thread. Every rank must see the directory to resume (rank 0
+// writes it): progress and optimizer state are read by each rank, not broadcast.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -53,6 +55,7 @@ class Checkpointer {
 
   // Restores the newest complete checkpoint into `model` (and `optimizer`, and the CPU RNG);
   // corrupt or incomplete ones are skipped with a warning on stderr. nullopt: none found.
+  // Throws InvalidArgumentError for a whole checkpoint that does not fit `model`.
   std::optional<TrainingProgress> load_latest(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
 
   // Complete checkpoints (sidecar present), oldest first.

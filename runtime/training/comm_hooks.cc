@@ -6,7 +6,7 @@ namespace ringtorch {
 namespace {
 
 CommHook compress_hook(at::ScalarType wire) {
-  return [wire](ProcessGroup& group, at::Tensor bucket) {
+  return [wire](ProcessGroup& group, const at::Tensor& bucket) {
     at::Tensor compressed = bucket.div(group.size()).to(wire);
     auto work = group.allreduce_async(compressed, ReduceOp::kSum);
     return PendingReduction{work, [compressed, bucket]() mutable { bucket.copy_(compressed); }};
@@ -16,7 +16,7 @@ CommHook compress_hook(at::ScalarType wire) {
 }  // namespace
 
 CommHook allreduce_hook() {
-  return [](ProcessGroup& group, at::Tensor bucket) {
+  return [](ProcessGroup& group, const at::Tensor& bucket) {
     return PendingReduction{group.allreduce_async(bucket, ReduceOp::kAvg), nullptr};
   };
 }

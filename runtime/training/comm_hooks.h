@@ -3,7 +3,8 @@
 // and returns the started Work plus what to do once it has completed, so that the gradient
 // averaged over the group's ranks ends up in `bucket`.
 //
-//   DdpOptions options;
+// Example:
+//   ringtorch::DdpOptions options;
 //   options.comm_hook = ringtorch::fp16_compress_hook();  // half the bytes on the wire
 //
 // Hooks run on the thread that runs backward (start) and in the end-of-backward callback

@@ -1,17 +1,19 @@
 // DistributedDataParallel: torch.nn.parallel.DistributedDataParallel for LibTorch modules.
 //
+// Example (given: torch::Tensor x, torch::Tensor y):
 //   auto group = ringtorch::ProcessGroup::create(ringtorch::rendezvous());
-//   auto model = std::make_shared<Net>();                // already on its device
+//   auto model = std::make_shared<torch::nn::LinearImpl>(784, 10);  // already on its device
 //   ringtorch::DistributedDataParallel ddp(model, group);  // checks and broadcasts rank 0's weights
 //   torch::optim::SGD sgd(model->parameters(), 0.1);
-//   auto loss = loss_fn(ddp.forward(x), y);
-//   loss.backward();                                      // gradients arrive averaged over ranks
+//   auto loss = torch::cross_entropy_loss(ddp.forward(x), y);
+//   loss.backward();  // gradients arrive averaged over ranks
 //   sgd.step();
 //
 // Construction (a collective: every rank constructs it, in the same order as its other
-// collectives) checks that every rank has the same parameter names, shapes and dtypes and
-// throws MismatchError naming the first difference and the ranks on each side; then rank 0's
-// parameters and buffers are broadcast.
+// collectives) checks that every rank has the same trainable parameters (names, shapes, dtypes)
+// and throws MismatchError naming the first difference and the ranks on each side; then rank
+// 0's trainable parameters and all buffers are broadcast (frozen parameters, requires_grad
+// false, are neither checked nor broadcast).
 //
 // Gradients travel in buckets (bucket_assignment.h): each parameter's .grad is a view into its
 // bucket, and a bucket is all-reduced asynchronously as soon as backward has produced all its
@@ -21,7 +23,8 @@
 // (zeros after zero_grad) is used instead.
 //
 // Thread-safety: one training thread (the one running forward and backward). The module must
-// outlive the wrapper; the wrapper detaches its hooks when destroyed.
+// outlive the wrapper; a destroyed wrapper leaves its hooks registered but inert (they hold
+// only a weak_ptr to its state).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -68,7 +71,8 @@ class DistributedDataParallel {
       : DistributedDataParallel(std::static_pointer_cast<torch::nn::Module>(module), torch::nn::AnyModule(module),
                                 std::move(group), std::move(options)) {}
   // A type-erased module, as the model registry returns (models/registry.h).
-  DistributedDataParallel(torch::nn::AnyModule module, std::shared_ptr<ProcessGroup> group, DdpOptions options = {})
+  DistributedDataParallel(const torch::nn::AnyModule& module, std::shared_ptr<ProcessGroup> group,
+                          DdpOptions options = {})
       : DistributedDataParallel(module.ptr(), module, std::move(group), std::move(options)) {}
   // Over a DataParallel (several devices in this process): the primary replica's gradients,
   // once DataParallel has summed the replicas into them, are reduced across processes at the

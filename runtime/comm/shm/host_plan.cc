@@ -125,6 +125,7 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
   } else {
     for (size_t i = 0; i < local.size(); ++i) {
       std::vector<int> ranks;
+      ranks.reserve(host_order.size());
       for (const auto& host : host_order) ranks.push_back(ranks_by_host[host][i]);
       plan.cross_host_groups.push_back(ranks);
     }

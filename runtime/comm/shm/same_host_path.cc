@@ -53,7 +53,7 @@ void SameHostPath::allgather(const at::Tensor& input, const at::Tensor& output,
   local->allgather(input.data_ptr(), this_host.data_ptr(), input.nbytes(), call, timeout);
   if (local_index_of_rank[rank] == 0) {
     const int hosts = static_cast<int>(output.numel() / block / per_host);
-    at::Tensor all_hosts = at::empty({hosts * per_host * block}, input.options());
+    at::Tensor all_hosts = at::empty({static_cast<int64_t>(hosts) * per_host * block}, input.options());
     cross_host->allgather(this_host, all_hosts, timeout);
     // Host-major order -> rank order (ranks need not be numbered host by host).
     at::Tensor flat = output.view({-1});

@@ -17,7 +17,7 @@ namespace {
 
 void* map(int fd, size_t bytes, const std::string& name) {
   void* data = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (data == MAP_FAILED) throw IoError(str_cat("mmap of shared memory ", name, " failed: ", std::strerror(errno)));
+  if (data == MAP_FAILED) throw IoError(str_cat("mmap of shared memory ", name, " failed: ", errno_text(errno)));
   return data;
 }
 
@@ -26,13 +26,13 @@ void* map(int fd, size_t bytes, const std::string& name) {
 SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
   ::shm_unlink(name.c_str());  // a crashed run's leftover of the same name
   const int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-  if (fd < 0) throw IoError(str_cat("shm_open(", name, ") failed: ", std::strerror(errno)));
+  if (fd < 0) throw IoError(str_cat("shm_open(", name, ") failed: ", errno_text(errno)));
   // posix_fallocate, unlike ftruncate, fails now (ENOSPC) when /dev/shm cannot hold it.
   const int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
   if (rc != 0) {
     ::close(fd);
     ::shm_unlink(name.c_str());
-    throw IoError(str_cat("reserving ", bytes, " bytes of shared memory for ", name, " failed: ", std::strerror(rc),
+    throw IoError(str_cat("reserving ", bytes, " bytes of shared memory for ", name, " failed: ", errno_text(rc),
                           " (is /dev/shm large enough? docker: --shm-size)"));
   }
   void* data = nullptr;
@@ -49,7 +49,7 @@ SharedSegment SharedSegment::create(const std::string& name, size_t bytes) {
 
 SharedSegment SharedSegment::open(const std::string& name, size_t bytes) {
   const int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
-  if (fd < 0) throw IoError(str_cat("shm_open(", name, ") failed: ", std::strerror(errno)));
+  if (fd < 0) throw IoError(str_cat("shm_open(", name, ") failed: ", errno_text(errno)));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) < bytes) {
     ::close(fd);

@@ -2,8 +2,9 @@
 // The creator reserves the memory up front (posix_fallocate), so a /dev/shm too small for it
 // fails here, at set-up, instead of with SIGBUS in the middle of a collective.
 //
-// Lifetime: the name is unlinked as soon as every process has mapped it (unlink()), so a
-// crashed run leaves nothing behind; the mapping lives until the last holder unmaps it.
+// Lifetime: the group's first local rank unlinks the name once every rank has mapped it or
+// given up (host_plan.cc), so a crashed run leaves nothing behind; the mapping lives until the
+// last holder unmaps it. unlink() is there for a caller that owns the name alone.
 //
 // Thread-safety: the object is not shared between threads; the memory it maps is, and its
 // users synchronise through atomics in it.
