@@ -75,6 +75,12 @@ bool process_gone(int pid) {
   return paren != std::string::npos && paren + 2 < line.size() && (line[paren + 2] == 'Z' || line[paren + 2] == 'X');
 }
 
+// memcpy that accepts the null pointer of an empty tensor when there is nothing to copy
+// (memcpy itself must never see null, even for 0 bytes: UBSan caught it).
+inline void copy_bytes(void* to, const void* from, size_t bytes) {
+  if (bytes > 0) std::memcpy(to, from, bytes);
+}
+
 bool reached(uint32_t arrived, uint32_t target) { return static_cast<int32_t>(arrived - target) >= 0; }
 
 }  // namespace
@@ -236,7 +242,7 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
     const size_t elements = std::min(chunk_elements, count - done);
     const size_t length = elements * element_size;
     uint8_t* mine = bytes + done * element_size;
-    std::memcpy(slot(local_rank_), mine, length);
+    copy_bytes(slot(local_rank_), mine, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
     // My slice of the chunk, reduced over the slots in local-rank order.
@@ -245,7 +251,7 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
     const size_t offset = begin * element_size;
     if (end > begin) {
       if (n == 1) {
-        std::memcpy(result + offset, slot(0) + offset, (end - begin) * element_size);
+        copy_bytes(result + offset, slot(0) + offset, (end - begin) * element_size);
       } else {
         reduce(result + offset, slot(0) + offset, slot(1) + offset, end - begin);
         for (int r = 2; r < n; ++r) reduce(result + offset, result + offset, slot(r) + offset, end - begin);
@@ -255,7 +261,7 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
       cross_host(result + offset, 0);
     }
     meet(deadline);
-    std::memcpy(mine, result, length);
+    copy_bytes(mine, result, length);
     if (count == 0) break;
   }
 }
@@ -268,10 +274,10 @@ void LocalCollectives::broadcast(void* data, size_t bytes, int root, const CallS
   bool first = true;
   for (size_t done = 0; done < bytes || first; done += slot_bytes_) {
     const size_t length = std::min(slot_bytes_, bytes - done);
-    if (local_rank_ == root) std::memcpy(slot(root), p + done, length);
+    if (local_rank_ == root) copy_bytes(slot(root), p + done, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
-    if (local_rank_ != root) std::memcpy(p + done, slot(root), length);
+    if (local_rank_ != root) copy_bytes(p + done, slot(root), length);
     meet(deadline);  // the root may refill its slot only after everyone has copied
     if (bytes == 0) break;
   }
@@ -286,10 +292,10 @@ void LocalCollectives::allgather(const void* input, void* output, size_t bytes, 
   bool first = true;
   for (size_t done = 0; done < bytes || first; done += slot_bytes_) {
     const size_t length = std::min(slot_bytes_, bytes - done);
-    std::memcpy(slot(local_rank_), in + done, length);
+    copy_bytes(slot(local_rank_), in + done, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
-    for (int r = 0; r < local_size(); ++r) std::memcpy(out + bytes * r + done, slot(r), length);
+    for (int r = 0; r < local_size(); ++r) copy_bytes(out + bytes * r + done, slot(r), length);
     meet(deadline);
     if (bytes == 0) break;
   }
@@ -311,14 +317,14 @@ void LocalCollectives::reduce_scatter(const void* input, void* output, size_t co
     const size_t elements = std::min(chunk_elements, count - done);
     const size_t length = elements * element_size;
     for (int b = 0; b < n; ++b)
-      std::memcpy(slot(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
+      copy_bytes(slot(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
     if (elements > 0) {
       uint8_t* target = out + done * element_size;
       const size_t mine = static_cast<size_t>(local_rank_) * length;
       if (n == 1) {
-        std::memcpy(target, slot(0) + mine, length);
+        copy_bytes(target, slot(0) + mine, length);
       } else {
         reduce(target, slot(0) + mine, slot(1) + mine, elements);
         for (int r = 2; r < n; ++r) reduce(target, target, slot(r) + mine, elements);
