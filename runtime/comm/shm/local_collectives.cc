@@ -33,7 +33,7 @@ struct alignas(64) RankState {
 };
 
 struct alignas(64) Header {
-  uint64_t magic;
+  std::atomic<uint64_t> magic;  // written last (release): a reader that sees it sees the rest
   uint64_t nonce;
   uint64_t slot_bytes;
   uint32_t local_size;
@@ -101,8 +101,7 @@ void LocalCollectives::initialise(void* segment, int local_size, size_t slot_byt
     s->pid = 0;
   }
   h->nonce = nonce;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  h->magic = kMagic;
+  h->magic.store(kMagic, std::memory_order_release);
 }
 
 LocalCollectives::LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks,
@@ -112,7 +111,8 @@ LocalCollectives::LocalCollectives(SharedSegment segment, int local_rank, std::v
       global_ranks_(std::move(global_ranks)),
       slot_bytes_(slot_bytes) {
   Header* h = header(segment_.data());
-  if (h->magic != kMagic || h->nonce != nonce || h->local_size != global_ranks_.size() || h->slot_bytes != slot_bytes) {
+  if (h->magic.load(std::memory_order_acquire) != kMagic || h->nonce != nonce ||
+      h->local_size != global_ranks_.size() || h->slot_bytes != slot_bytes) {
     throw IoError(str_cat("shared memory ", segment_.name(), " is not the one this group's first local rank created"));
   }
   rank_state(segment_.data(), local_rank_)->pid = static_cast<int32_t>(::getpid());
