@@ -39,12 +39,15 @@ AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size
 
 void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data, size_t count, size_t element_size,
                       const ReduceFunction& reduce, AllreduceAlgorithm algorithm, uint32_t tag,
-                      std::chrono::milliseconds timeout, ScratchBuffer& scratch) {
-  if (count == 0) return;
+                      std::chrono::milliseconds timeout, ScratchBuffer& scratch, const FingerprintCheck* check) {
   if (algorithm == AllreduceAlgorithm::kDirect) {
-    direct_allreduce(*context, data, count, element_size, reduce, tag, timeout, scratch);
+    direct_allreduce(*context, data, count, element_size, reduce, tag, timeout, scratch, check);
     return;
   }
+  if (check && context->size > 1) {
+    check->exchange->exchange(*context, check->fingerprint, nullptr, 0, std::chrono::steady_clock::now() + timeout);
+  }
+  if (count == 0) return;
   with_element_type(element_size, [&](auto element) {
     using T = decltype(element);
     gloo::AllreduceOptions opts(context);

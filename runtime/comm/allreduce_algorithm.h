@@ -37,10 +37,13 @@ AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size
 
 // Reduces `count` elements of `element_size` bytes at `data` in place across the context's
 // ranks with the (resolved, not kAuto) `algorithm`; `scratch` serves the direct algorithm.
-// Throws Gloo's exceptions on failure.
+// With `check`, the ranks compare their calls first (call_fingerprint.h): inside the direct
+// algorithm's exchange, or as one exchange of fingerprints before Gloo's. Throws Gloo's
+// exceptions, or ringtorch's typed ones (direct_allreduce.h), on failure.
 void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data, size_t count, size_t element_size,
                       const ReduceFunction& reduce, AllreduceAlgorithm algorithm, uint32_t tag,
-                      std::chrono::milliseconds timeout, ScratchBuffer& scratch);
+                      std::chrono::milliseconds timeout, ScratchBuffer& scratch,
+                      const FingerprintCheck* check = nullptr);
 
 constexpr size_t kDirectMaxBytesTwoRanks = size_t{64} << 20;
 constexpr size_t kDirectMaxFanoutBytes = size_t{1} << 20;

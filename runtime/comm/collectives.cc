@@ -4,8 +4,9 @@
 #include <ATen/ATen.h>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
-#include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+
+#include <cstring>
 
 #include "base/error.h"
 #include "runtime/comm/chunk_plan.h"
@@ -54,9 +55,13 @@ Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeou
                              transfer ? ", staged from the GPU" : "");
   // Averages of float32 CUDA tensors are divided on the device (cuBLAS), others on the host.
   const bool scale_on_device = transfer && op == ReduceOp::kAvg && tensor.scalar_type() == at::kFloat;
-  operation.run = [=, context = context_, scratch = scratch_, size = size_,
-                   timeout = operation.timeout](uint32_t tag) mutable {
+  // The shared-memory path compares the calls in its segment; Gloo's, in the first piece's
+  // exchange (the pieces follow from the call, so one check covers them all).
+  operation.run_checks_call = true;
+  operation.run = [=, context = context_, scratch = scratch_, fingerprint = fingerprint_, size = size_,
+                   call = operation.call, timeout = operation.timeout](uint32_t tag) mutable {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
+    const FingerprintCheck check{fingerprint.get(), CallFingerprint{tag, call, static_cast<int>(first_algorithm)}};
     at::Tensor flat = tensor.view(-1);
     for (size_t k = 0; k < pieces.size(); ++k) {
       if (transfer) transfer->wait_in(k, deadline);
@@ -66,7 +71,7 @@ Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeou
       } else {
         allreduce_buffer(context, piece.data_ptr(), pieces[k].count, element_size, reduce,
                          choose_allreduce_algorithm(requested, pieces[k].count * element_size, size), tag, timeout,
-                         *scratch);
+                         *scratch, k == 0 && size > 1 ? &check : nullptr);
       }
       if (op == ReduceOp::kAvg && !scale_on_device) piece.div_(size);
       if (transfer) transfer->copy_out(k, scale_on_device ? 1.0f / static_cast<float>(size) : 1.0f);
@@ -84,7 +89,20 @@ Operation ProcessGroup::prepare_broadcast(at::Tensor tensor, int root, Timeout c
   tensor = operation.staging.host(tensor, /*copy_in=*/rank_ == root, /*copy_back=*/rank_ != root);
   operation.call = {OpType::kBroadcast, tensor.numel(), tensor.scalar_type(), root};
   operation.detail = str_cat(tensor_summary(tensor), " from rank ", root);
-  operation.run = [=, context = context_, same_host = same_host_, timeout = operation.timeout](uint32_t tag) {
+  // Over Gloo, a small buffer travels inside the root's call fingerprint: the check is the broadcast.
+  const bool in_fingerprint = !same_host_ && size_ > 1 && tensor.nbytes() <= FingerprintExchange::kInlineBytes;
+  operation.run_checks_call = (same_host_ && tensor.numel() > 0) || in_fingerprint;  // else the executor checks
+  operation.run = [=, context = context_, same_host = same_host_, fingerprint = fingerprint_, call = operation.call,
+                   is_root = rank_ == root, timeout = operation.timeout](uint32_t tag) {
+    if (in_fingerprint) {
+      const size_t bytes = is_root ? tensor.nbytes() : 0;
+      fingerprint->exchange(*context, CallFingerprint{tag, call}, bytes ? tensor.data_ptr() : nullptr, bytes,
+                            std::chrono::steady_clock::now() + timeout);
+      if (!is_root && tensor.nbytes() > 0) {
+        std::memcpy(tensor.data_ptr(), fingerprint->inline_data_of(root), tensor.nbytes());
+      }
+      return;
+    }
     if (tensor.numel() == 0) return;
     if (same_host) return same_host->broadcast(tensor, root, timeout);
     gloo::BroadcastOptions opts(context);
@@ -107,7 +125,22 @@ Operation ProcessGroup::prepare_allgather(at::Tensor input, at::Tensor output, T
   output = operation.staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   operation.call = {OpType::kAllgather, input.numel(), input.scalar_type()};
   operation.detail = str_cat(tensor_summary(input), " per rank");
-  operation.run = [=, context = context_, same_host = same_host_, timeout = operation.timeout](uint32_t tag) {
+  // Over Gloo, small blocks travel inside the call fingerprints: the check is the allgather.
+  const bool in_fingerprint = !same_host_ && size_ > 1 && input.nbytes() <= FingerprintExchange::kInlineBytes;
+  operation.run_checks_call = (same_host_ && input.numel() > 0) || in_fingerprint;  // else the executor checks
+  operation.run = [=, context = context_, same_host = same_host_, fingerprint = fingerprint_, call = operation.call,
+                   rank = rank_, size = size_, timeout = operation.timeout](uint32_t tag) {
+    const size_t block = input.nbytes();
+    if (in_fingerprint) {
+      fingerprint->exchange(*context, CallFingerprint{tag, call}, block ? input.data_ptr() : nullptr, block,
+                            std::chrono::steady_clock::now() + timeout);
+      if (block == 0) return;
+      auto* out = static_cast<char*>(output.data_ptr());
+      for (int r = 0; r < size; ++r) {
+        std::memcpy(out + block * r, r == rank ? input.data_ptr() : fingerprint->inline_data_of(r), block);
+      }
+      return;
+    }
     if (input.numel() == 0) return;
     if (same_host) return same_host->allgather(input, output, timeout);
     gloo::AllgatherOptions opts(context);
@@ -143,6 +176,7 @@ Operation ProcessGroup::prepare_allgatherv(at::Tensor input, at::Tensor output, 
   bytes.reserve(counts.size());
   for (int64_t c : counts) bytes.push_back(static_cast<size_t>(c) * input.element_size());
   operation.call = {OpType::kAllgatherv, total, input.scalar_type()};
+  operation.call.layout = CallSignature::layout_of(counts);
   operation.detail = str_cat(tensor_summary(output), " in all");
   operation.run = [=, context = context_, timeout = operation.timeout](uint32_t tag) {
     if (total == 0) return;
@@ -159,12 +193,11 @@ Operation ProcessGroup::prepare_allgatherv(at::Tensor input, at::Tensor output, 
 Operation ProcessGroup::prepare_barrier(Timeout call_timeout) {
   Operation operation = begin(OpType::kBarrier, call_timeout);
   operation.detail = str_cat(size_, " ranks");
-  operation.run = [context = context_, same_host = same_host_, timeout = operation.timeout](uint32_t tag) {
-    if (same_host) return same_host->barrier(timeout);
-    gloo::BarrierOptions opts(context);
-    opts.setTag(tag);
-    opts.setTimeout(timeout);
-    gloo::barrier(opts);
+  // The shared-memory path publishes the barrier's signature in its segment; over Gloo the
+  // executor's exchange of fingerprints (every rank hears from every other) is the barrier.
+  operation.run_checks_call = same_host_ != nullptr;
+  operation.run = [same_host = same_host_, timeout = operation.timeout](uint32_t) {
+    if (same_host) same_host->barrier(timeout);
   };
   return operation;
 }

@@ -10,22 +10,42 @@
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
+namespace {
 
-char* ScratchBuffer::get(size_t bytes) {
-  if (bytes > capacity_) {
-    data_.reset(new char[bytes]);  // uninitialised on purpose: every byte is received before use
-    capacity_ = bytes;
+// Every rank reduces in rank order, so that all get bit-identical results: the accumulator is
+// block 0 until this rank's own turn, then `data`. `block(r)` is rank r's buffer (this rank's is
+// `data`); blocks of other ranks are scratch and may be overwritten.
+template <typename BlockOf>
+void reduce_in_rank_order(int rank, int size, void* data, size_t count, const ReduceFunction& reduce,
+                          const BlockOf& block) {
+  void* accumulator = block(0);
+  for (int r = 1; r < size; ++r) {
+    void* target = r >= rank ? data : accumulator;
+    reduce(target, accumulator, block(r), count);
+    accumulator = target;
   }
-  return data_.get();
 }
+
+}  // namespace
 
 void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t element_size,
                       const ReduceFunction& reduce, uint32_t tag, std::chrono::milliseconds timeout,
-                      ScratchBuffer& scratch) {
+                      ScratchBuffer& scratch, const FingerprintCheck* check) {
   const int rank = context.rank, size = context.size;
   const size_t bytes = count * element_size;
-  if (size == 1 || bytes == 0) return;
+  if (size == 1) return;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
+  if (check) {
+    const bool inline_data = bytes <= FingerprintExchange::kInlineBytes;
+    check->exchange->exchange(context, check->fingerprint, data, inline_data ? bytes : 0, deadline);
+    if (inline_data) {
+      if (bytes == 0) return;
+      reduce_in_rank_order(rank, size, data, count, reduce,
+                           [&](int r) -> void* { return r == rank ? data : check->exchange->inline_data_of(r); });
+      return;
+    }
+  }
+  if (bytes == 0) return;
   const uint64_t slot = direct_allreduce_slot(tag);
   // Peer p's buffer lands in block p, or p - 1 past this rank (whose data stays in `data`).
   char* received = scratch.get(bytes * (size - 1));
@@ -40,31 +60,12 @@ void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t e
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank) outbound->send(peer, slot);
   }
-  auto remaining = [&] {
-    return std::max(std::chrono::milliseconds(1),
-                    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
-  };
   for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    try {
-      inbound[peer]->waitRecv(remaining());
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      std::rethrow_exception(make_error(read_gloo_failure(e.what()).kind,
-                                        str_cat(e.what(), " (waiting for peer rank ", peer, "'s data)"),
-                                        FailureSite{rank, peer, ""}));
-    }
+    if (peer != rank) wait_for_receive(*inbound[peer], rank, peer, deadline, str_cat("peer rank ", peer, "'s data"));
   }
-  for (int sent = 0; sent < size - 1; ++sent) outbound->waitSend(remaining());
-  // Rank order on every rank: the accumulator is block 0 until this rank's own turn, then `data`.
-  auto block = [&](int r) -> void* { return r == rank ? data : received_block(r); };
-  void* accumulator = block(0);
-  for (int r = 1; r < size; ++r) {
-    void* target = r >= rank ? data : accumulator;
-    reduce(target, accumulator, block(r), count);
-    accumulator = target;
-  }
+  for (int sent = 0; sent < size - 1; ++sent) outbound->waitSend(time_left(deadline));
+  reduce_in_rank_order(rank, size, data, count, reduce,
+                       [&](int r) -> void* { return r == rank ? data : received_block(r); });
 }
 
 }  // namespace ringtorch

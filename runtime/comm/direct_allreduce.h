@@ -9,11 +9,16 @@
 // Every rank reduces in rank order (((b0 op b1) op b2) ...), so all ranks get bit-identical
 // results, as with the ring, where each element is reduced once and then copied.
 //
+// With a FingerprintCheck, the ranks compare their calls first (Note [Call fingerprint] in
+// call_fingerprint.h); a buffer of at most FingerprintExchange::kInlineBytes travels inside the
+// fingerprint message, so the check costs no extra round trip there.
+//
 // Thread-safety: one call at a time per `tag`; the context is shared with Gloo's collectives
 // (its own slots: Note [Tag space] in tag_space.h). Failures: a peer whose data does not
 // arrive is a TimeoutError or PeerLostError (gloo_failure.h) naming that peer, as text and as
 // FailureSite::peer; a failed send passes Gloo's own exception through (it knows only the
-// peer's address, which the process group turns into a rank).
+// peer's address, which the process group turns into a rank); a call that differs is the
+// fingerprint's MismatchError.
 #pragma once
 
 #include <gloo/context.h>
@@ -21,26 +26,15 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 
+#include "runtime/comm/call_fingerprint.h"
 #include "runtime/comm/reduce_kernels.h"
+#include "runtime/comm/scratch_buffer.h"
 
 namespace ringtorch {
 
-// Receive memory kept between calls: fresh pages cost more than the transfer itself on some
-// machines (a 32 MiB zeroed allocation took 100 ms on the 2-core VM). Grows, never shrinks; not
-// zeroed. Not thread-safe: its owner runs one operation at a time (the process group's order).
-class ScratchBuffer {
- public:
-  char* get(size_t bytes);
-
- private:
-  std::unique_ptr<char[]> data_;
-  size_t capacity_ = 0;
-};
-
 void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t element_size,
                       const ReduceFunction& reduce, uint32_t tag, std::chrono::milliseconds timeout,
-                      ScratchBuffer& scratch);
+                      ScratchBuffer& scratch, const FingerprintCheck* check = nullptr);
 
 }  // namespace ringtorch

@@ -1,6 +1,10 @@
 #include "runtime/comm/gloo_failure.h"
 
+#include <algorithm>
 #include <cctype>
+#include <exception>
+
+#include "base/str_cat.h"
 
 namespace ringtorch {
 namespace {
@@ -31,6 +35,23 @@ GlooFailure read_gloo_failure(const std::string& text) {
   failure.kind = timed_out ? ErrorKind::kTimeout : ErrorKind::kPeerLost;
   failure.peer_address = first_address(text);
   return failure;
+}
+
+std::chrono::milliseconds time_left(std::chrono::steady_clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+}
+
+void wait_for_receive(gloo::transport::UnboundBuffer& buffer, int rank, int peer,
+                      std::chrono::steady_clock::time_point deadline, const std::string& what) {
+  try {
+    buffer.waitRecv(time_left(deadline));
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    std::rethrow_exception(make_error(read_gloo_failure(e.what()).kind, str_cat(e.what(), " (waiting for ", what, ")"),
+                                      FailureSite{rank, peer, ""}));
+  }
 }
 
 }  // namespace ringtorch

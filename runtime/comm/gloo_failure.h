@@ -3,12 +3,15 @@
 // Gloo throws gloo::IoException both when a peer closes its connection and when an operation
 // runs past its timeout, and tells them apart only in words; it names the peer, when it knows
 // it, only as an address inside those words. Everything else in ringtorch reads the result of
-// this function (an ErrorKind and an address), never the text. tests/runtime/gloo_failure_test.cc
-// holds one case per message shape of the Gloo that ringtorch links.
+// this function (an ErrorKind and an address), never the text. tests/runtime/comm_tables_test.cc
+// (GlooFailure) holds one case per message shape of the Gloo that ringtorch links.
 //
-// Thread-safety: a pure function.
+// Thread-safety: pure functions (wait_for_receive blocks on its own buffer only).
 #pragma once
 
+#include <gloo/transport/unbound_buffer.h>
+
+#include <chrono>
 #include <string>
 
 #include "base/error.h"
@@ -28,5 +31,14 @@ struct GlooFailure {
 //   "Socket closed [ADDR]", "writev [ADDR]: Broken pipe", anything else  peer lost
 // where ADDR is "[host]:port" (IPv4 or IPv6 in the brackets).
 GlooFailure read_gloo_failure(const std::string& text);
+
+// Waits until `buffer`'s receive from `peer` completes or `deadline` passes (at least 1 ms). A
+// Gloo failure becomes a TimeoutError or PeerLostError with FailureSite{rank, peer}, its text
+// followed by " (waiting for <what>)", e.g. what = "peer rank 1's data".
+void wait_for_receive(gloo::transport::UnboundBuffer& buffer, int rank, int peer,
+                      std::chrono::steady_clock::time_point deadline, const std::string& what);
+
+// The time left until `deadline`, at least 1 ms (Gloo treats 0 as "no timeout").
+std::chrono::milliseconds time_left(std::chrono::steady_clock::time_point deadline);
 
 }  // namespace ringtorch

@@ -40,11 +40,6 @@ GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::
   }
   s.iface = options.iface;
   s.transport = options.transport;
-  if (options.debug_detail) {
-    s.detail = *options.debug_detail;
-  } else if (const char* debug = std::getenv("RINGTORCH_DEBUG")) {
-    s.detail = std::string(debug) == "DETAIL";
-  }
   if (options.allreduce_algorithm) {
     s.allreduce_algorithm = *options.allreduce_algorithm;
   } else if (const char* algorithm = std::getenv("RINGTORCH_ALLREDUCE_ALGORITHM")) {

@@ -30,7 +30,6 @@ struct GroupSettings {
   std::string name;
   std::chrono::milliseconds timeout{0};
   std::string iface, transport;
-  bool detail = false;  // RINGTORCH_DEBUG=DETAIL
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;
   std::optional<size_t> allreduce_piece_bytes;  // forced by the caller, else decided by agree_pieces
   bool shared_memory = true;
@@ -38,7 +37,7 @@ struct GroupSettings {
   std::string host_identity;
 };
 
-// Reads RINGTORCH_TIMEOUT, RINGTORCH_DEBUG, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM and
+// Reads RINGTORCH_TIMEOUT, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM and
 // RINGTORCH_HOST_ID where the options leave a field unset. Throws InvalidArgumentError for a
 // malformed variable.
 GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::milliseconds default_timeout);

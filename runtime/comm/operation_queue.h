@@ -45,7 +45,10 @@ struct Operation {
   std::vector<at::Tensor> tensors;  // the caller's tensors, kept alive by the Work
   std::chrono::milliseconds timeout{0};
   std::function<void(uint32_t tag)> run;  // does the work; throws on failure
-  DeviceStaging staging;                  // host copies of CUDA tensors; copied back after `run`
+  // `run` compares the ranks' calls itself (the shared-memory path; all-reduce, inside its first
+  // exchange); otherwise the executor exchanges call fingerprints before it (call_fingerprint.h).
+  bool run_checks_call = false;
+  DeviceStaging staging;  // host copies of CUDA tensors; copied back after `run`
 };
 
 class OperationQueue {

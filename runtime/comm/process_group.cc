@@ -5,7 +5,6 @@
 #include "runtime/comm/process_group.h"
 
 #include <ATen/ATen.h>
-#include <gloo/allgather.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -72,13 +71,13 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   group->allreduce_piece_bytes_ = agree_pieces(mesh, settings, prefix);
   HostPlan plan = plan_paths(mesh, rank, size, settings, role);
   group->network_ = mesh.network;
-  group->detail_ = settings.detail;
   group->allreduce_algorithm_ = settings.allreduce_algorithm;
   group->store_ = store;
   group->group_store_ = mesh.store;
   group->store_host_ = store_host;
   group->context_ = std::move(mesh.context);
   group->scratch_ = std::make_shared<ScratchBuffer>();
+  group->fingerprint_ = std::make_shared<FingerprintExchange>();
   group->adopt_host_plan(std::move(plan), options);
   if (role == GroupRole::kWhole && size > 1 && rank == 0) {
     std::fprintf(stderr, "[ringtorch] group '%s': %s\n", settings.name.c_str(), group->path_.c_str());
@@ -310,7 +309,10 @@ void ProcessGroup::check_peer(OpType op, int peer) const {
 OperationQueue::Outcome ProcessGroup::execute(Operation& op, uint32_t tag, const Work& work) {
   const std::string& description = work.description();
   try {
-    if (detail_) check_signatures_agree(op.call, description, tag);
+    if (!op.run_checks_call && size_ > 1) {
+      fingerprint_->exchange(*context_, CallFingerprint{tag, op.call}, nullptr, 0,
+                             std::chrono::steady_clock::now() + op.timeout);
+    }
     op.run(tag);
     op.staging.copy_back();
     return {};
@@ -330,34 +332,6 @@ OperationQueue::Outcome ProcessGroup::execute(Operation& op, uint32_t tag, const
     return {operation_failure(failure.kind, description, e.what(), peer.clause, op.timeout,
                               FailureSite{rank_, peer.rank, description}),
             true};
-  }
-}
-
-void ProcessGroup::check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag) {
-  constexpr int kWords = CallSignature::kWords;
-  const CallSignature::Words mine = call.encode();
-  std::vector<int64_t> all(static_cast<size_t>(kWords) * size_);
-  gloo::AllgatherOptions opts(context_);
-  opts.setInput<int64_t>(const_cast<int64_t*>(mine.data()), kWords);
-  opts.setOutput<int64_t>(all.data(), all.size());
-  opts.setTag(signature_tag(tag));
-  opts.setTimeout(timeout_);
-  gloo::allgather(opts);
-  std::string differing;
-  int first_differing = -1;
-  for (int r = 0; r < size_; ++r) {
-    const CallSignature theirs = CallSignature::decode(all.data() + static_cast<size_t>(r) * kWords);
-    if (theirs != call) {
-      differing += str_cat("; rank ", r, " called ", theirs.describe());
-      if (first_differing < 0) first_differing = r;
-    }
-  }
-  if (!differing.empty()) {
-    throw MismatchError(
-        str_cat(description, ": ranks disagree (RINGTORCH_DEBUG=DETAIL): this rank called ", call.describe(), differing,
-                "; every rank must call the same collectives, in the same order, with the same "
-                "sizes and dtypes"),
-        FailureSite{rank_, first_differing, description});
   }
 }
 

@@ -24,8 +24,9 @@
 // stopped or never called makes the operation fail with TimeoutError or PeerLostError (rank,
 // peer and operation in the error's FailureSite) and breaks the group: every later call
 // throws that first failure; recreate the group. A MismatchError (ranks called different
-// collectives; caught in DETAIL mode and on the shared-memory path) and argument errors fail
-// their own operation only. A failed send/recv fails its own Work only.
+// collectives, or in a different order: every collective is checked first, see Note [Call
+// fingerprint] in call_fingerprint.h) and argument errors fail their own operation only. A failed send/recv fails its
+// own Work only.
 //
 // Memory: CPU tensors are used in place; reduce_scatter works on a temporary copy of its input
 // (except within one host's shared memory), the hierarchical allgather on host-sized scratch,
@@ -62,6 +63,7 @@ namespace ringtorch {
 
 class LocalCollectives;
 class ScratchBuffer;
+class FingerprintExchange;
 struct SameHostPath;
 struct Rendezvous;
 
@@ -181,12 +183,10 @@ class ProcessGroup {
   // The steps every collective starts with: membership, an open queue, the call's timeout.
   Operation begin(OpType op, Timeout timeout) const;
 
-  // The queue's executor: DETAIL-mode check, the operation, the copy back; turns failures into
-  // TimeoutError / PeerLostError / MismatchError with this operation's context.
+  // The queue's executor: the call fingerprint (unless the operation checks its call itself),
+  // the operation, the copy back; turns failures into TimeoutError / PeerLostError /
+  // MismatchError with this operation's context.
   OperationQueue::Outcome execute(Operation& op, uint32_t tag, const Work& work);
-  // DETAIL mode: all ranks exchange their call signatures; throws MismatchError naming the ranks
-  // that differ. Runs on the executing thread, before the collective itself.
-  void check_signatures_agree(const CallSignature& call, const std::string& description, uint32_t tag);
 
   std::shared_ptr<Work> post_point_to_point(bool sending, const at::Tensor& tensor, int peer, uint32_t tag,
                                             Timeout timeout);
@@ -208,7 +208,6 @@ class ProcessGroup {
   std::string members_;  // "0, 2" for messages
   std::string network_;
   std::string path_;
-  bool detail_ = false;                                                 // RINGTORCH_DEBUG=DETAIL
   AllreduceAlgorithm allreduce_algorithm_ = AllreduceAlgorithm::kAuto;  // auto: by size (allreduce_algorithm.h)
   size_t allreduce_piece_bytes_ = SIZE_MAX;                             // SIZE_MAX: whole buffers
   c10::intrusive_ptr<c10d::Store> store_;                               // subgroups prefix it
@@ -221,8 +220,10 @@ class ProcessGroup {
   std::shared_ptr<ProcessGroup> cross_host_;
   std::unique_ptr<CrossHostSubgroup> cross_host_link_;
   std::shared_ptr<const SameHostPath> same_host_;
-  // Receive memory of the direct all-reduce; used by whichever thread runs the current operation.
+  // Receive memory of the direct all-reduce, and the call fingerprints' exchange; used by
+  // whichever thread runs the current operation.
   std::shared_ptr<ScratchBuffer> scratch_;
+  std::shared_ptr<FingerprintExchange> fingerprint_;
   std::unique_ptr<OperationQueue> queue_;  // null for a non-member
 
   std::atomic<int> subgroups_created_{0};  // new_group calls so far: names each subgroup's keys

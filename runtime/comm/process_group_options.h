@@ -20,9 +20,6 @@ struct ProcessGroupOptions {
   // then names the IB device). Default: RINGTORCH_TRANSPORT, else tcp.
   std::string transport;
   std::string name = "default";  // for messages and the key prefix of the group's context
-  // Before each collective, check that every rank calls the same operation with the same count,
-  // dtype, root and reduce op (one extra small allgather each). Default: RINGTORCH_DEBUG=DETAIL.
-  std::optional<bool> debug_detail;
   // All-reduce (and reduce_scatter) algorithm; default: RINGTORCH_ALLREDUCE_ALGORITHM, else auto.
   std::optional<AllreduceAlgorithm> allreduce_algorithm;
   // All-reduce buffers above this many bytes run as pieces of this size (runtime/comm/chunk_plan.h).

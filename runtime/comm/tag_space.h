@@ -10,8 +10,6 @@
 //   0x00000000 .. 0x7FFFFFFF   operation_tag(sequence): the group's operations, numbered in
 //                              submission order on every rank (wraps after 2^31 operations;
 //                              harmless, since operations run one at a time)
-//   0x80000000 | sequence      signature_tag(sequence): the DETAIL-mode exchange of call
-//                              signatures that precedes operation `sequence`
 //   0xFFFFFF00                 kCreationTag: the one collective group creation runs (whether any
 //                              rank sees a GPU), before operation 0 exists
 //
@@ -21,11 +19,15 @@
 //                              so their slots must be apart from every operation's)
 //   bit 41 | tag               direct_allreduce_slot(tag): the direct all-reduce of the operation
 //                              with that tag
+//   bit 42                     fingerprint_slot(): every operation's call fingerprint
+//                              (call_fingerprint.h). One slot for all operations on purpose:
+//                              Gloo delivers one pair's messages on one slot in order, so a
+//                              peer that is an operation ahead or behind is seen as such, not
+//                              as a message that never comes
 //
 // Operations of one group run strictly one after another, so a tag is only ever reused (after
-// a wrap, or the signature tag equalling the creation tag) by an operation that cannot overlap
-// the earlier one. A fast peer's message for the next operation may arrive early: its slot
-// differs from the current operation's, and Gloo holds it until the receiver is posted.
+// a wrap) by an operation that cannot overlap the earlier one. A fast peer's message for the next operation may arrive
+// early: its slot differs from the current operation's, and Gloo holds it until the receiver is posted.
 #pragma once
 
 #include <cstdint>
@@ -33,12 +35,11 @@
 namespace ringtorch {
 
 constexpr uint32_t kCreationTag = 0xFFFFFF00u;
-constexpr uint32_t kSignatureTagBit = 0x80000000u;
 
-constexpr uint32_t operation_tag(uint32_t sequence) { return sequence & ~kSignatureTagBit; }
-constexpr uint32_t signature_tag(uint32_t sequence) { return operation_tag(sequence) | kSignatureTagBit; }
+constexpr uint32_t operation_tag(uint32_t sequence) { return sequence & 0x7FFFFFFFu; }
 
 constexpr uint64_t point_to_point_slot(uint32_t user_tag) { return (uint64_t{1} << 40) | user_tag; }
 constexpr uint64_t direct_allreduce_slot(uint32_t tag) { return (uint64_t{1} << 41) | tag; }
+constexpr uint64_t fingerprint_slot() { return uint64_t{1} << 42; }
 
 }  // namespace ringtorch

@@ -46,12 +46,12 @@ TEST(CallSignature, RoundTripsAndDescribesItself) {
   EXPECT_NE(CallSignature::decode(strange.data()).describe().find("operation #200"), std::string::npos);
 }
 
-TEST(TagSpace, OperationSignatureAndCreationTagsAreApart) {
-  for (uint32_t sequence : {0u, 1u, 12345u, 0x7FFFFFFEu}) {
-    EXPECT_EQ(operation_tag(sequence), sequence);
-    EXPECT_NE(signature_tag(sequence), operation_tag(sequence));
+TEST(TagSpace, OperationAndCreationTagsAreApart) {
+  for (uint32_t sequence : {0u, 1u, 12345u, 0x7FFFFFFEu, 0xFFFFFF00u}) {
     EXPECT_NE(operation_tag(sequence), kCreationTag);
-    EXPECT_EQ(signature_tag(sequence) & kSignatureTagBit, kSignatureTagBit);
+    if (sequence < 0x80000000u) {
+      EXPECT_EQ(operation_tag(sequence), sequence);
+    }
   }
   EXPECT_EQ(operation_tag(0x80000005u), 5u) << "sequence numbers wrap inside the operation range";
   // ringtorch's own slots never meet each other or Gloo's (prefix in bits 56-63, tag below 2^32).
@@ -61,7 +61,10 @@ TEST(TagSpace, OperationSignatureAndCreationTagsAreApart) {
     EXPECT_EQ(direct_allreduce_slot(tag) >> 56, 0u);
     EXPECT_GE(point_to_point_slot(tag), uint64_t{1} << 32);
     EXPECT_GE(direct_allreduce_slot(tag), uint64_t{1} << 32);
+    EXPECT_NE(fingerprint_slot(), point_to_point_slot(tag));
+    EXPECT_NE(fingerprint_slot(), direct_allreduce_slot(tag));
   }
+  EXPECT_EQ(fingerprint_slot() >> 56, 0u);
 }
 
 struct GlooShape {

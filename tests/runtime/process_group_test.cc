@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -351,7 +352,91 @@ TEST(ProcessGroup, ThousandCreateDestroyCyclesLeakNothing) {
   EXPECT_LE(count_entries("/proc/self/task"), threads_before + 2) << "threads leaked over 1000 cycles";
 }
 
-TEST(ProcessGroup, DetailModeNamesTheRanksThatDisagree) {
+// Every collective is checked before data moves (Note [Call fingerprint]; the shared-memory
+// path compares in its segment): each rank's error names both calls, and the group stays usable.
+// Before the fingerprint, over Gloo float32 against float64 aborted the process, int32 against
+// uint8 of the same byte size gave wrong sums on both ranks, and other mismatches timed out.
+TEST(ProcessGroup, MismatchedCallsAreNamedOnEveryRank) {
+  struct Case {
+    const char* name;
+    std::function<void(ProcessGroup&, int)> call;
+    const char* rank1_called;  // what rank 0's error must say rank 1 called
+  };
+  const std::vector<Case> cases = {
+      {"counts", [](ProcessGroup& g, int r) { g.allreduce(at::ones({r == 0 ? 10 : 20})); },
+       "rank 1 called allreduce of 20 float32 sum"},
+      {"operations",
+       [](ProcessGroup& g, int r) {
+         if (r == 0) g.allreduce(at::ones({4}));
+         if (r == 1) g.broadcast(at::ones({4}), 0);
+       },
+       "rank 1 called broadcast of 4 float32 (root 0)"},
+      {"float32 against float64",
+       [](ProcessGroup& g, int r) { g.allreduce(at::ones({4}, r == 0 ? at::kFloat : at::kDouble)); },
+       "rank 1 called allreduce of 4 float64 sum"},
+      {"int32 against uint8 of the same bytes",
+       [](ProcessGroup& g, int r) { g.allreduce(r == 0 ? at::ones({4}, at::kInt) : at::ones({16}, at::kByte)); },
+       "rank 1 called allreduce of 16 uint8 sum"},
+      {"counts past the inline size", [](ProcessGroup& g, int r) { g.allreduce(at::ones({r == 0 ? 100000 : 100001})); },
+       "rank 1 called allreduce of 100001 float32 sum"},
+      {"barrier against allreduce",
+       [](ProcessGroup& g, int r) {
+         if (r == 0) g.barrier();
+         if (r == 1) g.allreduce(at::ones({1}, at::kLong));
+       },
+       "rank 1 called allreduce of 1 int64 sum"},
+      {"allgather block sizes",
+       [](ProcessGroup& g, int r) {
+         const int64_t n = r == 0 ? 3 : 5;
+         g.allgather(at::ones({n}), at::empty({2 * n}));
+       },
+       "rank 1 called allgather of 5 float32"},
+      {"allgatherv counts with the same total",
+       [](ProcessGroup& g, int r) {
+         const std::vector<int64_t> counts = r == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3, 1};
+         g.allgatherv(at::ones({counts[r]}), at::empty({4}), counts);
+       },
+       "rank 1 called allgatherv of 4 float32 (per-rank counts #"},
+      {"broadcast roots", [](ProcessGroup& g, int r) { g.broadcast(at::ones({4}), r); },
+       "rank 1 called broadcast of 4 float32 (root 1)"},
+  };
+  auto store =
+      c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  std::vector<std::vector<std::string>> errors(2, std::vector<std::string>(cases.size()));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      ProcessGroupOptions options;
+      options.timeout = milliseconds(10000);
+      auto group = ProcessGroup::create(store, r, 2, "127.0.0.1", options);
+      for (size_t c = 0; c < cases.size(); ++c) {
+        try {
+          cases[c].call(*group, r);
+          ADD_FAILURE() << "rank " << r << ": mismatched " << cases[c].name << " ran";
+        } catch (const MismatchError& e) {
+          errors[r][c] = e.what();
+          EXPECT_EQ(e.site().rank, r);
+          EXPECT_EQ(e.site().peer, 1 - r) << e.what();
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "rank " << r << ", " << cases[c].name << ": not a MismatchError: " << e.what();
+        }
+        at::Tensor t = at::ones({3});  // the group is still usable: no data moved on either side
+        group->allreduce(t);
+        EXPECT_TRUE(at::equal(t, at::full({3}, 2.0f))) << cases[c].name;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t c = 0; c < cases.size(); ++c) {
+    EXPECT_NE(errors[0][c].find(cases[c].rank1_called), std::string::npos) << cases[c].name << ": " << errors[0][c];
+    EXPECT_NE(errors[1][c].find("rank 0 called "), std::string::npos) << cases[c].name << ": " << errors[1][c];
+    EXPECT_NE(errors[1][c].find("this rank called "), std::string::npos) << cases[c].name << ": " << errors[1][c];
+  }
+  EXPECT_NE(errors[0][0].find("[rank 0/2] allreduce #"), std::string::npos) << errors[0][0];
+}
+
+// Ranks that force different all-reduce algorithms run the same call differently: named as such.
+TEST(ProcessGroup, DifferentAllreduceAlgorithmsAreNamed) {
   auto store =
       c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
   std::vector<std::string> errors(2);
@@ -359,32 +444,23 @@ TEST(ProcessGroup, DetailModeNamesTheRanksThatDisagree) {
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
       ProcessGroupOptions options;
-      options.debug_detail = true;
       options.timeout = milliseconds(10000);
+      options.allreduce_algorithm = r == 0 ? AllreduceAlgorithm::kDirect : AllreduceAlgorithm::kRing;
       auto group = ProcessGroup::create(store, r, 2, "127.0.0.1", options);
-      try {  // different sizes
-        group->allreduce(at::ones({r == 0 ? 10 : 20}));
+      try {
+        group->allreduce(at::ones({8}));
       } catch (const MismatchError& e) {
         errors[r] = e.what();
       }
-      try {  // different operations
-        if (r == 0) group->allreduce(at::ones({4}));
-        if (r == 1) group->broadcast(at::ones({4}), 0);
-        ADD_FAILURE() << "rank " << r << ": a mismatched collective ran";
-      } catch (const MismatchError& e) {
-        errors[r] += std::string("\n") + e.what();
-      }
-      at::Tensor t = at::ones({3});  // the group is still usable: nothing ran on either side
-      group->allreduce(t);
-      EXPECT_TRUE(at::equal(t, at::full({3}, 2.0f)));
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_NE(errors[0].find("[rank 0/2] allreduce #0"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("rank 1 called allreduce of 20 float32 sum"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("rank 0 called allreduce of 10 float32 sum"), std::string::npos) << errors[1];
-  EXPECT_NE(errors[0].find("rank 1 called broadcast of 4 float32 (root 0)"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("this rank called broadcast of 4 float32 (root 0)"), std::string::npos) << errors[1];
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("different all-reduce algorithms"), std::string::npos) << errors[r];
+    EXPECT_NE(errors[r].find("RINGTORCH_ALLREDUCE_ALGORITHM"), std::string::npos) << errors[r];
+  }
+  EXPECT_NE(errors[0].find("rank 1 called allreduce of 8 float32 sum (operation #0, ring)"), std::string::npos)
+      << errors[0];
 }
 
 TEST(ProcessGroup, AllgathervWithUnequalSizes) {

@@ -114,9 +114,11 @@ TEST(SharedMemory, MismatchedCountsFailOnEveryRankInsteadOfHanging) {
       sites[g.rank()] = e.site();
     }
   });
-  EXPECT_NE(errors[0].find("[rank 0/2] allreduce #0 (group default, 40 B float32 sum, shared memory): shared memory: "
-                           "this rank called allreduce of 10 float32 sum; rank 1 called allreduce of 11 float32 sum"),
-            std::string::npos)
+  EXPECT_NE(
+      errors[0].find("[rank 0/2] allreduce #0 (group default, 40 B float32 sum, shared memory): shared memory: "
+                     "this rank called allreduce of 10 float32 sum (call #1 on this host's segment); rank 1 called "
+                     "allreduce of 11 float32 sum (call #1)"),
+      std::string::npos)
       << errors[0];
   EXPECT_NE(errors[1].find("rank 0 called allreduce of 10 float32 sum"), std::string::npos) << errors[1];
   // The same facts as fields, for programs that react without reading the text.

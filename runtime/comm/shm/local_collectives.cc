@@ -29,7 +29,11 @@ constexpr std::chrono::milliseconds kLivenessInterval(100);
 struct alignas(64) RankState {
   std::atomic<uint32_t> arrived;  // barriers this rank has arrived at
   int32_t pid;
-  int64_t call[CallSignature::kWords];  // the current call, written before arriving
+  // The calls this rank made on the segment, by the parity of their number ([0]: the number,
+  // then the signature's words), each written before arriving at the call's first barrier. Two
+  // copies, because a one-barrier call (barrier()) lets this rank publish its next call while a
+  // peer still compares this one: that peer reads the other copy.
+  int64_t calls[2][1 + CallSignature::kWords];
 };
 
 struct alignas(64) Header {
@@ -131,8 +135,11 @@ void LocalCollectives::meet(Deadline deadline, const CallSignature* call) {
   Header* h = header(base);
   RankState* me = rank_state(base, local_rank_);
   if (call) {
+    ++calls_;
+    int64_t* published = me->calls[calls_ & 1];
+    published[0] = static_cast<int64_t>(calls_);
     const CallSignature::Words words = call->encode();
-    std::copy(words.begin(), words.end(), me->call);
+    std::copy(words.begin(), words.end(), published + 1);
   }
   const uint32_t target = ++barriers_;
   me->arrived.store(target);  // seq_cst: the slot's data and `call` are visible to whoever sees it
@@ -187,14 +194,16 @@ void LocalCollectives::check_calls_agree(const CallSignature& mine) {
   std::string differing;
   int first_differing = -1;
   for (int r = 0; r < local_size(); ++r) {
-    const CallSignature theirs = CallSignature::decode(rank_state(segment_.data(), r)->call);
-    if (theirs != mine) {
-      differing += str_cat("; rank ", global_ranks_[r], " called ", theirs.describe());
+    const int64_t* published = rank_state(segment_.data(), r)->calls[calls_ & 1];
+    const CallSignature theirs = CallSignature::decode(published + 1);
+    if (theirs != mine || published[0] != static_cast<int64_t>(calls_)) {
+      differing += str_cat("; rank ", global_ranks_[r], " called ", theirs.describe(), " (call #", published[0], ")");
       if (first_differing < 0) first_differing = global_ranks_[r];
     }
   }
   if (!differing.empty()) {
-    throw MismatchError(str_cat("shared memory: this rank called ", mine.describe(), differing,
+    throw MismatchError(str_cat("shared memory: this rank called ", mine.describe(), " (call #", calls_,
+                                " on this host's segment)", differing,
                                 "; every rank must call the same collectives, in the same order, with the same sizes "
                                 "and dtypes"),
                         FailureSite{global_ranks_[local_rank_], first_differing, ""});
@@ -226,7 +235,8 @@ void LocalCollectives::fail_waiting(uint32_t target, bool timed_out, std::chrono
 
 void LocalCollectives::barrier(std::chrono::milliseconds timeout) {
   timeout_ = timeout;
-  meet(std::chrono::steady_clock::now() + timeout);
+  const CallSignature call;  // a barrier, published like any call: a peer in another call names it
+  meet(std::chrono::steady_clock::now() + timeout, &call);
 }
 
 void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce,

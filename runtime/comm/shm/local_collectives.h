@@ -87,6 +87,7 @@ class LocalCollectives {
   const size_t slot_bytes_;
   uint32_t barriers_ = 0;                 // how many barriers this rank has arrived at
   uint64_t chunks_ = 0;                   // all-reduce chunks so far: picks the result area
+  uint64_t calls_ = 0;                    // calls published so far (meet() with a call)
   std::chrono::milliseconds timeout_{0};  // the current call's, for messages
 };
 

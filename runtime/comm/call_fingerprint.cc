@@ -1,0 +1,123 @@
+#include "runtime/comm/call_fingerprint.h"
+
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <memory>
+
+#include "base/error.h"
+#include "runtime/comm/allreduce_algorithm.h"
+#include "runtime/comm/gloo_failure.h"
+#include "runtime/comm/tag_space.h"
+
+namespace ringtorch {
+namespace {
+
+// The header every fingerprint message starts with, as int64 words.
+constexpr int64_t kMagic = 0x5254465031;  // "RTFP" and format 1
+constexpr int kSequenceWord = 1, kCallWord = 2, kAlgorithmWord = kCallWord + CallSignature::kWords,
+              kInlineBytesWord = kAlgorithmWord + 1, kHeaderWords = kInlineBytesWord + 1;
+constexpr size_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
+constexpr size_t kMessageCapacity = kHeaderBytes + FingerprintExchange::kInlineBytes;
+
+using Header = std::array<int64_t, kHeaderWords>;
+
+Header encode(const CallFingerprint& fingerprint, size_t inline_bytes) {
+  Header header{};
+  header[0] = kMagic;
+  header[kSequenceWord] = fingerprint.sequence;
+  const CallSignature::Words call = fingerprint.call.encode();
+  std::copy(call.begin(), call.end(), header.begin() + kCallWord);
+  header[kAlgorithmWord] = fingerprint.algorithm;
+  header[kInlineBytesWord] = static_cast<int64_t>(inline_bytes);
+  return header;
+}
+
+CallFingerprint decode(const Header& header) {
+  CallFingerprint fingerprint;
+  fingerprint.sequence = static_cast<uint32_t>(header[kSequenceWord]);
+  fingerprint.call = CallSignature::decode(header.data() + kCallWord);
+  fingerprint.algorithm = static_cast<int>(header[kAlgorithmWord]);
+  return fingerprint;
+}
+
+}  // namespace
+
+std::string CallFingerprint::describe() const {
+  std::string text = str_cat(call.describe(), " (operation #", sequence);
+  if (algorithm >= 0) text += str_cat(", ", allreduce_algorithm_name(static_cast<AllreduceAlgorithm>(algorithm)));
+  return text + ")";
+}
+
+void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint& mine, const void* inline_data,
+                                   size_t inline_bytes, std::chrono::steady_clock::time_point deadline) {
+  rank_ = context.rank;
+  const int rank = context.rank, size = context.size;
+  if (inline_bytes > kInlineBytes) {
+    throw InvalidArgumentError(str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kInlineBytes,
+                                       ")"));
+  }
+  const uint64_t slot = fingerprint_slot();
+  inline_bytes_.assign(size, 0);
+  inline_bytes_[rank] = inline_bytes;
+  // Message from peer p: block p, or p - 1 past this rank; each block has the full capacity.
+  char* received = receive_.get(kMessageCapacity * static_cast<size_t>(size - 1));
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> inbound(size);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    inbound[peer] = context.createUnboundBuffer(received + kMessageCapacity * (peer < rank ? peer : peer - 1),
+                                                kMessageCapacity);
+    inbound[peer]->recv(peer, slot);
+  }
+  char* message = send_.get(kHeaderBytes + inline_bytes);
+  const Header header = encode(mine, inline_bytes);
+  std::memcpy(message, header.data(), kHeaderBytes);
+  if (inline_bytes > 0) std::memcpy(message + kHeaderBytes, inline_data, inline_bytes);
+  auto outbound = context.createUnboundBuffer(message, kHeaderBytes + inline_bytes);
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) outbound->send(peer, slot);
+  }
+  std::string differing;
+  int first_differing = -1;
+  bool only_algorithms_differ = true;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    wait_for_receive(*inbound[peer], rank, peer, deadline, str_cat("peer rank ", peer, "'s call"));
+    Header theirs_header;
+    std::memcpy(theirs_header.data(), received + kMessageCapacity * (peer < rank ? peer : peer - 1), kHeaderBytes);
+    const CallFingerprint theirs = decode(theirs_header);
+    const bool same_call = theirs_header[0] == kMagic && theirs.sequence == mine.sequence && theirs.call == mine.call;
+    const int64_t their_inline = theirs_header[kInlineBytesWord];
+    inline_bytes_[peer] = their_inline >= 0 && their_inline <= static_cast<int64_t>(kInlineBytes)
+                              ? static_cast<size_t>(their_inline)
+                              : 0;
+    if (same_call && theirs.algorithm == mine.algorithm) continue;
+    only_algorithms_differ = only_algorithms_differ && same_call;
+    differing += theirs_header[0] != kMagic
+                     ? str_cat("; rank ", peer, " sent something that is not a ringtorch call fingerprint")
+                     : str_cat("; rank ", peer, " called ", theirs.describe());
+    if (first_differing < 0) first_differing = peer;
+  }
+  // Sends complete once every peer has received; a peer that has not is reported above.
+  for (int sent = 0; sent < size - 1; ++sent) outbound->waitSend(time_left(deadline));
+  if (!differing.empty()) {
+    throw MismatchError(
+        str_cat("ranks disagree: this rank called ", mine.describe(), differing,
+                only_algorithms_differ
+                    ? "; the ranks chose different all-reduce algorithms: set RINGTORCH_ALLREDUCE_ALGORITHM "
+                      "(or ProcessGroupOptions::allreduce_algorithm) alike on every rank"
+                    : "; every rank must call the same collectives, in the same order, with the same sizes and "
+                      "dtypes"),
+        FailureSite{rank, first_differing, ""});
+  }
+}
+
+size_t FingerprintExchange::inline_bytes_of(int peer) const { return inline_bytes_.at(peer); }
+
+char* FingerprintExchange::inline_data_of(int peer) {
+  return receive_.get(0) + kMessageCapacity * (peer < rank_ ? peer : peer - 1) + kHeaderBytes;
+}
+
+}  // namespace ringtorch

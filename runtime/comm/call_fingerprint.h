@@ -1,0 +1,78 @@
+// Note [Call fingerprint]
+//
+// Every collective over Gloo starts with each rank sending every peer a fixed-size header, its
+// *fingerprint*: the operation's sequence number in the group and its CallSignature (op, count,
+// dtype, root, reduce op, layout), plus the all-reduce algorithm it will run. Each rank compares
+// every peer's with its own before any data moves; if one differs, every rank throws a
+// MismatchError that names both calls, instead of what Gloo does with mismatched calls (abort
+// the process from its event loop when a message is longer than the receive, "op.preamble.length
+// <= op.nbytes"; silently wrong sums when the byte counts happen to agree; a timeout otherwise).
+//
+// Why it cannot itself trip Gloo's length check: every rank posts its fingerprint receive with
+// the same fixed capacity (header + kInlineBytes), whatever the call, and nothing else is ever
+// sent on the fingerprint slot (tag_space.h); a message only has to fit, not to match.
+//
+// Why it is cheap: small all-reduces, broadcasts and allgathers carry their data inside the
+// fingerprint message (up to kInlineBytes), so the exchange *is* the collective and the check
+// adds no round trip (a barrier over Gloo is the exchange alone); larger ones, and the other
+// collectives, pay one round trip of 80 bytes before their data. Measured
+// costs: docs/benchmarks.md, "Call fingerprint".
+//
+// After a mismatch every rank has received exactly one fingerprint from each peer and no data
+// was sent, so the group stays usable (as on the shared-memory path, which compares signatures
+// in its segment instead: shm/local_collectives.h).
+//
+// Thread-safety: one exchange at a time (the process group runs one operation at a time).
+#pragma once
+
+#include <gloo/context.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/call_signature.h"
+#include "runtime/comm/scratch_buffer.h"
+
+namespace ringtorch {
+
+struct CallFingerprint {
+  uint32_t sequence = 0;  // the operation's number in its group (its tag)
+  CallSignature call;
+  int algorithm = -1;     // all-reduce: the AllreduceAlgorithm it will run; else -1
+  std::string describe() const;  // "allreduce of 10 float32 sum (operation #3, direct)"
+};
+
+class FingerprintExchange {
+ public:
+  // Data up to this size travels inside the fingerprint message.
+  static constexpr size_t kInlineBytes = size_t{256} << 10;
+
+  // Sends `mine` and `inline_bytes` (<= kInlineBytes) of `inline_data` to every peer and receives
+  // theirs, by `deadline`. Throws MismatchError (FailureSite::peer: the first rank that differs)
+  // when a peer's fingerprint is not `mine`; TimeoutError or PeerLostError naming the peer whose
+  // fingerprint did not arrive.
+  void exchange(gloo::Context& context, const CallFingerprint& mine, const void* inline_data, size_t inline_bytes,
+                std::chrono::steady_clock::time_point deadline);
+
+  // After exchange(): how many bytes of inline data `peer` sent, and where they are (writable).
+  // Callers rely on the count only for calls that agree, where it follows from the call.
+  size_t inline_bytes_of(int peer) const;
+  char* inline_data_of(int peer);
+
+ private:
+  ScratchBuffer send_, receive_;
+  int rank_ = 0;
+  std::vector<size_t> inline_bytes_;  // per rank, of the last exchange
+};
+
+// What a collective's data path needs to check its call first: the group's exchange and this
+// call's fingerprint.
+struct FingerprintCheck {
+  FingerprintExchange* exchange;
+  CallFingerprint fingerprint;
+};
+
+}  // namespace ringtorch
