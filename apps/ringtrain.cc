@@ -29,6 +29,10 @@ const char kUsage[] =
     "epoch, the test accuracy, and a final JSON line (world size, samples/s, epoch times, loss,\n"
     "accuracy, per-rank parameter checksums).\n";
 
+// Hyperparameters meet float32 parameters: larger values overflow inside LibTorch, whose
+// message would not name the flag.
+constexpr double kLargestFloat = 3.4028234663852886e38;
+
 // Sets one option from its flag name and text value; false for an unknown name.
 bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerOptions& o,
            ringtorch::RendezvousOptions& rdzv_options) {
@@ -43,11 +47,11 @@ bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerO
   } else if (arg == "--batch-size") {
     o.batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
   } else if (arg == "--lr") {
-    o.lr = ringtorch::parse_number(value, arg);
+    o.lr = ringtorch::parse_number_in_range(value, 0, kLargestFloat, arg);
   } else if (arg == "--momentum") {
-    o.momentum = ringtorch::parse_number(value, arg);
+    o.momentum = ringtorch::parse_number_in_range(value, 0, kLargestFloat, arg);
   } else if (arg == "--weight-decay") {
-    o.weight_decay = ringtorch::parse_number(value, arg);
+    o.weight_decay = ringtorch::parse_number_in_range(value, 0, kLargestFloat, arg);
   } else if (arg == "--optimizer") {
     o.optimizer = value;
   } else if (arg == "--seed") {
@@ -86,8 +90,20 @@ void apply_config(const std::string& path, ringtorch::TrainerOptions& o, ringtor
   std::ifstream in(path);
   if (!in) throw ringtorch::IoError("--config " + path + ": cannot read it");
   nlohmann::json config;
+  // A job config is flat (a list at most); deeper values are refused while parsing, before
+  // anything recurses over them (nlohmann's dump() of a value 100000 deep overflowed the stack).
+  constexpr int kMaxDepth = 8;
+  auto limit_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+    if (depth > kMaxDepth) {
+      throw ringtorch::InvalidArgumentError("--config " + path + ": values nest deeper than " +
+                                            std::to_string(kMaxDepth) + " levels; a job config is flat");
+    }
+    return true;
+  };
   try {
-    config = nlohmann::json::parse(in);
+    config = nlohmann::json::parse(in, limit_depth);
+  } catch (const ringtorch::Error&) {
+    throw;
   } catch (const std::exception& e) {
     throw ringtorch::InvalidArgumentError("--config " + path + ": not valid JSON (" + e.what() + ")");
   }

@@ -31,6 +31,12 @@ double parse_number(const std::string& text, const std::string& what) {
   return v;
 }
 
+double parse_number_in_range(const std::string& text, double min, double max, const std::string& what) {
+  const double v = parse_number(text, what);
+  if (v < min || v > max) throw InvalidArgumentError(str_cat(what, ": ", text, " is outside [", min, ", ", max, "]"));
+  return v;
+}
+
 std::chrono::milliseconds parse_seconds(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
@@ -39,6 +45,12 @@ std::chrono::milliseconds parse_seconds(const std::string& text, const std::stri
     throw InvalidArgumentError(str_cat(what, ": '", text, "' is not a number of seconds"));
   }
   if (seconds <= 0) throw InvalidArgumentError(str_cat(what, ": ", text, " must be positive (seconds)"));
+  // Bounded so that every deadline (now + timeout, in nanoseconds) stays far from overflowing.
+  if (seconds > kMaxTimeoutSeconds) {
+    throw InvalidArgumentError(str_cat(what, ": ", text, " seconds is more than the longest timeout, ",
+                                       static_cast<long long>(kMaxTimeoutSeconds), " (30 days)"));
+  }
+  if (seconds < 0.001) throw InvalidArgumentError(str_cat(what, ": ", text, " seconds is below 1 ms"));
   return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000.0)));
 }
 

@@ -1,5 +1,8 @@
-// Reading a dataset file whole into memory, gunzipped when it is gzip (by its first bytes, not
-// its name: zlib passes plain files through unchanged). Shared by the IDX and CIFAR readers.
+// Reading a dataset file whole into memory, gunzipped when it is gzip (by its first two bytes,
+// not its name). Every gzip member's CRC-32 and length trailer is checked. Shared by the IDX and
+// CIFAR readers.
+//
+// Thread-safety: a free function.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +11,8 @@
 
 namespace ringtorch {
 
-// Throws IoError naming the file: cannot open, corrupt or truncated gzip data.
+// Throws IoError naming the file: missing or unreadable, a directory, corrupt or truncated gzip
+// data (including a trailer that is cut off or does not match).
 std::vector<uint8_t> read_file_bytes(const std::string& path);
 
 }  // namespace ringtorch

@@ -109,7 +109,9 @@ std::pair<at::Tensor, at::Tensor> ImageDataset::batch(const std::vector<int64_t>
 
 std::vector<std::string> dataset_names() { return {"cifar10", "fashion-mnist", "mnist", "synthetic"}; }
 
-ImageDataset load_dataset(const std::string& name, const std::string& data_dir, bool train) {
+namespace {
+
+ImageDataset load_any(const std::string& name, const std::string& data_dir, bool train) {
   if (name == "fashion-mnist") return load_idx(name, data_dir.empty() ? kFashionMnistDir : data_dir, train);
   if (name == "mnist") {
     if (data_dir.empty()) throw InvalidArgumentError("dataset mnist needs --data-dir (the four IDX files)");
@@ -122,6 +124,19 @@ ImageDataset load_dataset(const std::string& name, const std::string& data_dir, 
   if (name == "synthetic") return synthetic(train);
   throw InvalidArgumentError(
       str_cat("unknown dataset '", name, "'; known datasets: cifar10, fashion-mnist, mnist, synthetic"));
+}
+
+}  // namespace
+
+ImageDataset load_dataset(const std::string& name, const std::string& data_dir, bool train) {
+  ImageDataset set = load_any(name, data_dir, train);
+  // Well-formed files with no records would train on nothing and report a loss of 0 (or an
+  // accuracy of 0/0) as a success.
+  if (set.size() == 0) {
+    throw InvalidArgumentError(
+        str_cat(set.description, ": no records; ", train ? "training" : "testing", " needs at least one"));
+  }
+  return set;
 }
 
 }  // namespace ringtorch

@@ -96,7 +96,8 @@ void LaunchAgent::settle_run_id() {
       if (config_.node_rank == 0) store_->set("ringrun/run_id", to_bytes(random_run_id()));
       run_id = to_string(store_->get("ringrun/run_id"));
     } else {
-      throw InvalidArgumentError("--run_id is required with --rdzv_endpoint " + config_.rdzv_endpoint +
+      throw InvalidArgumentError("--run_id is required with --rdzv_endpoint " +
+                                 parse_init_method(config_.rdzv_endpoint).text +
                                  " and --nnodes > 1: every node must pass the same value (and a new one per job)");
     }
   }
@@ -137,8 +138,17 @@ void LaunchAgent::start_workers(int restart) {
   }
 }
 
+std::string LaunchAgent::store_loss(const std::exception& e) const {
+  if (placement_.store_url.empty()) {
+    return str_cat("lost the store on node 0 (tcp://", placement_.master_addr, ":", placement_.master_port,
+                   "; has node 0's ringrun exited?): ", e.what());
+  }
+  return str_cat("lost the store ", parse_init_method(placement_.store_url).text,
+                 " (is its server still running and reachable?): ", e.what());
+}
+
 std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::string* remote_reason) {
-  if (config_.nnodes == 1) return std::nullopt;
+  if (config_.nnodes == 1 || store_lost_) return std::nullopt;
   try {
     const std::string restart_key = str_cat("restart/", restart);
     if (control_->check({restart_key})) {
@@ -150,9 +160,16 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::s
       return Outcome::kRemoteAbort;
     }
   } catch (const std::exception& e) {
-    // The store lives on node 0: losing it means node 0's ringrun is gone.
-    *remote_reason = str_cat("lost the store (node 0's ringrun has exited?): ", e.what());
-    return Outcome::kRemoteAbort;
+    if (placement_.store_url.empty()) {
+      // Node 0 hosts this store: losing it means node 0's ringrun is gone, and its workers with it.
+      *remote_reason = store_loss(e);
+      return Outcome::kRemoteAbort;
+    }
+    // An external store (Redis, a file) that went away after the rendezvous: the workers talk
+    // over their own connections and may well finish; a failure elsewhere still reaches them
+    // through their timeouts. Keep supervising this node's workers without the other nodes.
+    store_lost_ = true;
+    log(store_loss(e) + "; the workers keep running, supervised by this node alone");
   }
   return std::nullopt;
 }
@@ -226,7 +243,16 @@ void LaunchAgent::drain_output() {
 }
 
 LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string* remote_reason) {
-  control_->set(str_cat("done/", restart, "/", config_.node_rank), {'1'});
+  try {
+    if (!store_lost_) control_->set(str_cat("done/", restart, "/", config_.node_rank), {'1'});
+  } catch (const std::exception& e) {
+    if (placement_.store_url.empty()) {
+      *remote_reason = store_loss(e) + " while reporting this node's success";
+      return Outcome::kRemoteAbort;
+    }
+    store_lost_ = true;
+    log(store_loss(e));
+  }
   std::vector<std::string> done;
   for (int n = 0; n < config_.nnodes; ++n) done.push_back(str_cat("done/", restart, "/", n));
   // Other nodes may train for hours: no deadline here, but a failure or a lost store ends the wait.
@@ -240,8 +266,17 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string*
         return Outcome::kSucceeded;
       }
     } catch (const std::exception& e) {
-      *remote_reason = str_cat("lost the store while waiting for the other nodes: ", e.what());
-      return Outcome::kRemoteAbort;
+      if (placement_.store_url.empty()) {
+        *remote_reason = store_loss(e) + " while waiting for the other nodes";
+        return Outcome::kRemoteAbort;
+      }
+      store_lost_ = true;
+    }
+    if (store_lost_) {
+      // This node's part of the job is done and succeeded; without the store, whether the
+      // others finish is theirs to report.
+      log("this node's workers succeeded; the store is gone, so the other nodes' results are not known here");
+      return Outcome::kSucceeded;
     }
     if (auto remote = check_store(restart, remote_reason)) return *remote;
     std::this_thread::sleep_for(config_.monitor_interval);
@@ -255,7 +290,7 @@ int LaunchAgent::run() {
   log(str_cat("run ", placement_.run_id, ": ", config_.nproc_per_node, " worker", config_.nproc_per_node > 1 ? "s" : "",
               " on node ", config_.node_rank, " of ", config_.nnodes, ", world size ", world, ", store ",
               placement_.store_url.empty() ? str_cat("tcp://", placement_.master_addr, ":", placement_.master_port)
-                                           : placement_.store_url));
+                                           : parse_init_method(placement_.store_url).text));  // password masked
   for (int restart = 0;; ++restart) {
     start_workers(restart);
     Failure failure;

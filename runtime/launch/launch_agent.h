@@ -48,6 +48,8 @@ class LaunchAgent {
   enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kRemoteAbort, kSignal };
 
   void open_store();
+  // "lost the store ..." naming the store (password masked) and what probably happened.
+  std::string store_loss(const std::exception& e) const;
   void settle_run_id();
   void start_workers(int restart);
   Outcome monitor(int restart, Failure* failure, std::string* remote_reason);
@@ -61,6 +63,7 @@ class LaunchAgent {
 
   const LaunchConfig config_;
   JobPlacement placement_;
+  bool store_lost_ = false;                  // an external store stopped answering: no more cross-node checks
   c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
   c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/<round>/
   std::vector<Subprocess> workers_;

@@ -166,22 +166,6 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
     throw InvalidArgumentError(
         str_cat("checkpoint ", path, " does not fit the model", problems, " (was it saved from another model?)"));
   }
-  {
-    torch::NoGradGuard no_grad;
-    for (auto& [name, target] : targets) target.copy_(state.at(name).toTensor());
-  }
-  if (optimizer && dict.contains("optimizer")) {
-    at::Tensor bytes_tensor = dict.at("optimizer").toTensor().contiguous();
-    torch::serialize::InputArchive archive;
-    archive.load_from(reinterpret_cast<const char*>(bytes_tensor.data_ptr<uint8_t>()),
-                      static_cast<size_t>(bytes_tensor.numel()));
-    optimizer->load(archive);
-  }
-  if (dict.contains("rng_state")) {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(dict.at("rng_state").toTensor());
-  }
   TrainingProgress progress;
   progress.epoch = int_entry(dict, "epoch", path);
   progress.step = int_entry(dict, "step", path);
@@ -191,6 +175,49 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
       if (entry.value().isString()) progress.metadata[entry.key().toStringRef()] = entry.value().toStringRef();
     }
   }
+  // All or nothing: a checkpoint whose weights are fine but whose optimizer state or RNG state is
+  // not must leave the model as it was, or the run that falls back to an older checkpoint (or a
+  // fresh start) would begin from this one's weights.
+  std::vector<at::Tensor> saved_weights;
+  saved_weights.reserve(targets.size());
+  for (const auto& [name, target] : targets) saved_weights.push_back(target.detach().clone());
+  std::string saved_optimizer;
+  if (optimizer) {
+    torch::serialize::OutputArchive archive;
+    optimizer->save(archive);
+    archive.save_to([&saved_optimizer](const void* data, size_t size) {
+      saved_optimizer.append(static_cast<const char*>(data), size);
+      return size;
+    });
+  }
+  try {
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& [name, target] : targets) target.copy_(state.at(name).toTensor());
+    }
+    if (optimizer && dict.contains("optimizer")) {
+      if (!dict.at("optimizer").isTensor()) throw IoError("its 'optimizer' entry is not a byte tensor");
+      at::Tensor bytes_tensor = dict.at("optimizer").toTensor().contiguous();
+      torch::serialize::InputArchive archive;
+      archive.load_from(reinterpret_cast<const char*>(bytes_tensor.data_ptr<uint8_t>()),
+                        static_cast<size_t>(bytes_tensor.numel()));
+      optimizer->load(archive);
+    }
+    if (dict.contains("rng_state")) {
+      auto generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(dict.at("rng_state").toTensor());
+    }
+  } catch (...) {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < targets.size(); ++i) targets[i].second.copy_(saved_weights[i]);
+    if (optimizer) {
+      torch::serialize::InputArchive archive;
+      archive.load_from(saved_optimizer.data(), saved_optimizer.size());
+      optimizer->load(archive);
+    }
+    throw;
+  }
   return progress;
 }
 
@@ -198,9 +225,13 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
 std::string verify(const std::string& path, const std::vector<char>& bytes) {
   std::ifstream sidecar(path + kSidecar);
   if (!sidecar) return "its checksum file " + path + kSidecar + " is missing (the write did not finish)";
-  std::string crc_hex;
+  std::string crc_hex, rest;
   size_t size = 0;
-  sidecar >> crc_hex >> size;
+  const bool parsed = static_cast<bool>(sidecar >> crc_hex >> size) && !(sidecar >> rest) && !crc_hex.empty() &&
+                      crc_hex.size() <= 8 && crc_hex.find_first_not_of("0123456789abcdef") == std::string::npos;
+  if (!parsed) {
+    return str_cat("its checksum file ", path, kSidecar, " cannot be read (it should hold \"<crc32 hex> <bytes>\")");
+  }
   if (size != bytes.size()) return str_cat("it has ", bytes.size(), " bytes, its checksum file says ", size);
   std::ostringstream actual;
   actual << std::hex << crc_of(bytes);
@@ -275,11 +306,19 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
       if (why.empty()) return restore(bytes, path, model, optimizer);
     } catch (const InvalidArgumentError&) {
       throw;  // a whole checkpoint of another model: falling back would hide it
+    } catch (const c10::Error& e) {
+      why = e.what_without_backtrace();  // LibTorch's own text, without its 15-frame stack trace
     } catch (const std::exception& e) {
       why = e.what();
     }
     std::fprintf(stderr, "ringtorch: warning: skipping checkpoint %s: %s; trying the previous one\n", path.c_str(),
                  why.c_str());
+  }
+  if (!candidates.empty()) {
+    std::fprintf(stderr,
+                 "ringtorch: warning: none of the %zu checkpoints in %s could be loaded (each is named above); "
+                 "starting from scratch\n",
+                 candidates.size(), directory_.c_str());
   }
   return std::nullopt;
 }

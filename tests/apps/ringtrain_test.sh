@@ -91,4 +91,22 @@ echo '{"modle": "mlp"}' > "$dir/bad2.json"
 expect_error "key 'modle' = \"mlp\": unknown key" --config "$dir/bad2.json"
 echo '{"model": ' > "$dir/bad3.json"
 expect_error "--config $dir/bad3.json: not valid JSON" --config "$dir/bad3.json"
+# Issue 18's findings, each of which passed as success or crashed before.
+/usr/bin/python3 -c 'print("{\"x\": " + "[" * 100000 + "]" * 100000 + "}")' > "$dir/deep.json"
+expect_error "--config $dir/deep.json: .*values nest deeper than 8 levels" --config "$dir/deep.json"
+expect_error "--timeout: 1e300 seconds is more than the longest timeout" --timeout 1e300
+expect_error "--timeout: 1e10 seconds is more than the longest timeout" --timeout 1e10
+expect_error "--lr: 1e308 is outside" --lr 1e308
+mkdir -p "$dir/empty"
+printf '\x00\x00\x08\x03\x00\x00\x00\x00\x00\x00\x00\x1c\x00\x00\x00\x1c' > "$dir/empty/train-images-idx3-ubyte"
+printf '\x00\x00\x08\x01\x00\x00\x00\x00' > "$dir/empty/train-labels-idx1-ubyte"
+expect_error "mnist train (0 images from $dir/empty): no records" --dataset mnist --data-dir "$dir/empty"
+mkdir -p "$dir/dirdata/train-images-idx3-ubyte"
+cp "$data/train-labels-idx1-ubyte.gz" "$dir/dirdata/"
+expect_error "$dir/dirdata/train-images-idx3-ubyte is a directory, not a dataset file" --dataset mnist \
+  --data-dir "$dir/dirdata"
+mkdir -p "$dir/cut"
+cp "$data/train-images-idx3-ubyte.gz" "$dir/cut/"
+head -c -5 "$data/train-labels-idx1-ubyte.gz" > "$dir/cut/train-labels-idx1-ubyte.gz"
+expect_error "train-labels-idx1-ubyte.gz: corrupt or truncated gzip data" --dataset mnist --data-dir "$dir/cut"
 echo "ringtrain: all checks passed"

@@ -8,6 +8,7 @@
 
 #include "runtime/launch/subprocess.h"
 #include "support/capture.h"
+#include "support/redis_server.h"
 #include "support/test_paths.h"
 
 namespace ringtorch {
@@ -173,6 +174,37 @@ TEST(Ringrun, FailureOnOneNodeStopsTheOtherNode) {
   EXPECT_EQ(r1.status.code, 4) << r1.err;
   EXPECT_EQ(r0.status.code, 1) << r0.err;
   EXPECT_NE(r0.err.find("node 1: rank 1 (local rank 0"), std::string::npos) << r0.err;
+}
+
+// Before: the banner printed the Redis password; a Redis that died after the rendezvous was
+// blamed on "node 0's ringrun", and both nodes exited 1 although their workers succeeded.
+TEST(Ringrun, AnExternalStoreLostAfterRendezvousIsNamedAndDoesNotFailTheJob) {
+  std::string why;
+  auto redis = testing::RedisServer::start("plainpw", &why);
+  if (!redis) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string endpoint = redis->url();
+  auto node = [&](int rank) {
+    return start_ringrun({"--nnodes", "2", "--node_rank", std::to_string(rank), "--nproc_per_node", "1",
+                          "--rdzv_endpoint", endpoint, "--run_id", "lost-store", "--monitor_interval", "0.1",
+                          "--timeout", "5",  // how long a store call may take: bounds the detection
+                          "--use_env", "sh", "-c", "touch " + dir.path() + "/started.$RANK; sleep 2; echo finished"});
+  };
+  auto node0 = node(0);
+  auto node1 = node(1);
+  ASSERT_TRUE(wait_for_file(dir.path() + "/started.0"));
+  ASSERT_TRUE(wait_for_file(dir.path() + "/started.1"));
+  redis->stop();
+  LaunchResult r0 = finish(node0);
+  LaunchResult r1 = finish(node1);
+  for (const LaunchResult* r : {&r0, &r1}) {
+    EXPECT_EQ(r->status.code, 0) << r->err;
+    EXPECT_NE(r->out.find("finished"), std::string::npos) << r->out;
+    EXPECT_EQ(r->err.find("plainpw"), std::string::npos) << "the password in the log: " << r->err;
+    EXPECT_NE(r->err.find("store redis://***@127.0.0.1:"), std::string::npos) << r->err;
+    EXPECT_NE(r->err.find("lost the store redis://***@127.0.0.1:"), std::string::npos) << r->err;
+    EXPECT_EQ(r->err.find("node 0's ringrun"), std::string::npos) << r->err;
+  }
 }
 
 // A worker killed during a group's shared-memory set-up can leave a segment name behind;

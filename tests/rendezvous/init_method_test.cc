@@ -81,7 +81,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadUrl{"redis://:@h", "empty password"}, BadUrl{"redis://h:1/db", "not an integer"},
                       BadUrl{"env://host", "takes no host"}, BadUrl{"tcp://h:1?rank=-1", "outside"},
                       BadUrl{"tcp://h:1?speed=3", "unknown query parameter"},
-                      BadUrl{"tcp://h:1?timeout=0", "must be positive"}, BadUrl{"tcp://[::1:5", "unterminated"},
+                      BadUrl{"tcp://h:1?timeout=0", "must be positive"},
+                      BadUrl{"tcp://h:1?timeout=1e300", "more than the longest timeout, 2592000 (30 days)"},
+                      BadUrl{"tcp://h:1?timeout=1e10", "more than the longest timeout"},
+                      BadUrl{"tcp://h:1?timeout=1e-9", "below 1 ms"}, BadUrl{"tcp://[::1:5", "unterminated"},
                       BadUrl{"file:///tmp/a%2", "truncated"}));
 
 TEST(InitMethod, MasksPasswordInErrors) {

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -238,6 +239,63 @@ TEST(Checkpoint, AnotherModelsCheckpointIsAClearError) {
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("does not fit the model; missing 'fc1.weight'"), std::string::npos)
         << e.what();
+  }
+}
+
+// Rewrites `path` as the same checkpoint with its "optimizer" entry replaced by `garbage`, with a
+// matching checksum file: damage that the checksum cannot see (it was written that way).
+void replace_optimizer_state(const std::string& path, const std::string& garbage) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto dict = torch::pickle_load(bytes).toGenericDict();
+  at::Tensor damaged = at::empty({static_cast<int64_t>(garbage.size())}, at::kByte);
+  std::memcpy(damaged.data_ptr(), garbage.data(), garbage.size());
+  dict.insert_or_assign("optimizer", damaged);
+  const std::vector<char> out = torch::pickle_save(dict);
+  std::ofstream(path, std::ios::binary | std::ios::trunc).write(out.data(), static_cast<std::streamsize>(out.size()));
+  const uLong crc =
+      crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(out.data()), static_cast<uInt>(out.size()));
+  std::ofstream(path + ".crc32", std::ios::trunc) << std::hex << crc << std::dec << " " << out.size() << "\n";
+}
+
+// Before: the weights of a checkpoint whose optimizer state could not be loaded were already in
+// the model when it was skipped, so the "fresh" start began from them, and nothing said that no
+// checkpoint had been loaded; LibTorch's stack trace filled the warning.
+TEST(Checkpoint, ADamagedOptimizerStateLeavesTheModelAsItWas) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net trained;
+  torch::optim::SGD sgd(trained->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  train_step(trained, sgd);
+  const std::string path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
+  replace_optimizer_state(path, "not an optimizer archive");
+  Net fresh;
+  const at::Tensor before = flat(*fresh).clone();
+  torch::optim::SGD fresh_sgd(fresh->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  StderrCapture warnings;
+  const auto loaded = checkpoints.load_latest(*fresh, &fresh_sgd);
+  const std::string text = warnings.finish();
+  EXPECT_FALSE(loaded.has_value());
+  EXPECT_TRUE(at::equal(flat(*fresh), before)) << "the skipped checkpoint's weights stayed in the model";
+  EXPECT_FALSE(at::equal(flat(*fresh), flat(*trained)));
+  EXPECT_NE(text.find("skipping checkpoint " + path + ": "), std::string::npos) << text;
+  EXPECT_EQ(text.find("frame #"), std::string::npos) << "a stack trace inside the warning: " << text;
+  EXPECT_NE(text.find("none of the 1 checkpoints in " + dir.path() + " could be loaded"), std::string::npos) << text;
+  train_step(fresh, fresh_sgd);  // the optimizer is still usable
+}
+
+TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net net;
+  const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  for (const char* sidecar : {"", "garbage\n", "zz12 300\n", "1234abcd\n", "1234abcd 12 extra\n"}) {
+    std::ofstream(path + ".crc32", std::ios::trunc) << sidecar;
+    StderrCapture warnings;
+    EXPECT_FALSE(checkpoints.load_latest(*net, nullptr).has_value()) << sidecar;
+    const std::string text = warnings.finish();
+    EXPECT_NE(text.find("checksum file " + path + ".crc32 cannot be read"), std::string::npos) << text;
+    EXPECT_EQ(text.find("says 0"), std::string::npos) << text;
   }
 }
 
