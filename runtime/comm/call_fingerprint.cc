@@ -56,8 +56,8 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
   rank_ = context.rank;
   const int rank = context.rank, size = context.size;
   if (inline_bytes > kInlineBytes) {
-    throw InvalidArgumentError(str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kInlineBytes,
-                                       ")"));
+    throw InvalidArgumentError(
+        str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kInlineBytes, ")"));
   }
   const uint64_t slot = fingerprint_slot();
   inline_bytes_.assign(size, 0);
@@ -67,8 +67,8 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> inbound(size);
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    inbound[peer] = context.createUnboundBuffer(received + kMessageCapacity * (peer < rank ? peer : peer - 1),
-                                                kMessageCapacity);
+    inbound[peer] =
+        context.createUnboundBuffer(received + kMessageCapacity * (peer < rank ? peer : peer - 1), kMessageCapacity);
     inbound[peer]->recv(peer, slot);
   }
   char* message = send_.get(kHeaderBytes + inline_bytes);
@@ -90,9 +90,8 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     const CallFingerprint theirs = decode(theirs_header);
     const bool same_call = theirs_header[0] == kMagic && theirs.sequence == mine.sequence && theirs.call == mine.call;
     const int64_t their_inline = theirs_header[kInlineBytesWord];
-    inline_bytes_[peer] = their_inline >= 0 && their_inline <= static_cast<int64_t>(kInlineBytes)
-                              ? static_cast<size_t>(their_inline)
-                              : 0;
+    inline_bytes_[peer] =
+        their_inline >= 0 && their_inline <= static_cast<int64_t>(kInlineBytes) ? static_cast<size_t>(their_inline) : 0;
     if (same_call && theirs.algorithm == mine.algorithm) continue;
     only_algorithms_differ = only_algorithms_differ && same_call;
     differing += theirs_header[0] != kMagic

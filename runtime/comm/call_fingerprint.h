@@ -41,7 +41,7 @@ namespace ringtorch {
 struct CallFingerprint {
   uint32_t sequence = 0;  // the operation's number in its group (its tag)
   CallSignature call;
-  int algorithm = -1;     // all-reduce: the AllreduceAlgorithm it will run; else -1
+  int algorithm = -1;            // all-reduce: the AllreduceAlgorithm it will run; else -1
   std::string describe() const;  // "allreduce of 10 float32 sum (operation #3, direct)"
 };
 
