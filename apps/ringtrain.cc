@@ -3,6 +3,7 @@
 //   ringrun --standalone --nproc_per_node 2 --use_env ringtrain --model lenet --epochs 3
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -31,7 +32,7 @@ const char kUsage[] =
 
 // Hyperparameters meet float32 parameters: larger values overflow inside LibTorch, whose
 // message would not name the flag.
-constexpr double kLargestFloat = 3.4028234663852886e38;
+constexpr double kLargestFloat = std::numeric_limits<float>::max();
 
 // Sets one option from its flag name and text value; false for an unknown name.
 bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerOptions& o,

@@ -25,7 +25,7 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& compressed, const std::s
   z_stream stream{};
   if (inflateInit2(&stream, 15 + 16) != Z_OK) throw IoError(str_cat(path, ": zlib could not start inflating"));
   stream.next_in = const_cast<Bytef*>(compressed.data());
-  stream.avail_in = static_cast<uInt>(compressed.size());  // dataset files are far below 4 GiB; checked below
+  stream.avail_in = static_cast<uInt>(compressed.size());  // the caller refuses files over 2 GiB
   std::vector<uint8_t> chunk(1 << 20);
   auto fail = [&](const std::string& why) {
     inflateEnd(&stream);

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "base/error.h"
 #include "runtime/comm/allreduce_algorithm.h"
@@ -60,15 +61,11 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
         str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kInlineBytes, ")"));
   }
   const uint64_t slot = fingerprint_slot();
-  inline_bytes_.assign(size, 0);
-  inline_bytes_[rank] = inline_bytes;
-  // Message from peer p: block p, or p - 1 past this rank; each block has the full capacity.
-  char* received = receive_.get(kMessageCapacity * static_cast<size_t>(size - 1));
+  receive_.get(kMessageCapacity * static_cast<size_t>(size - 1));
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> inbound(size);
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    inbound[peer] =
-        context.createUnboundBuffer(received + kMessageCapacity * (peer < rank ? peer : peer - 1), kMessageCapacity);
+    inbound[peer] = context.createUnboundBuffer(message_from(peer), kMessageCapacity);
     inbound[peer]->recv(peer, slot);
   }
   char* message = send_.get(kHeaderBytes + inline_bytes);
@@ -86,12 +83,9 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     if (peer == rank) continue;
     wait_for_receive(*inbound[peer], rank, peer, deadline, str_cat("peer rank ", peer, "'s call"));
     Header theirs_header;
-    std::memcpy(theirs_header.data(), received + kMessageCapacity * (peer < rank ? peer : peer - 1), kHeaderBytes);
+    std::memcpy(theirs_header.data(), message_from(peer), kHeaderBytes);
     const CallFingerprint theirs = decode(theirs_header);
     const bool same_call = theirs_header[0] == kMagic && theirs.sequence == mine.sequence && theirs.call == mine.call;
-    const int64_t their_inline = theirs_header[kInlineBytesWord];
-    inline_bytes_[peer] =
-        their_inline >= 0 && their_inline <= static_cast<int64_t>(kInlineBytes) ? static_cast<size_t>(their_inline) : 0;
     if (same_call && theirs.algorithm == mine.algorithm) continue;
     only_algorithms_differ = only_algorithms_differ && same_call;
     differing += theirs_header[0] != kMagic
@@ -113,10 +107,11 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
   }
 }
 
-size_t FingerprintExchange::inline_bytes_of(int peer) const { return inline_bytes_.at(peer); }
-
-char* FingerprintExchange::inline_data_of(int peer) {
-  return receive_.get(0) + kMessageCapacity * (peer < rank_ ? peer : peer - 1) + kHeaderBytes;
+char* FingerprintExchange::message_from(int peer) {
+  // Peer p's message lands in block p, or p - 1 past this rank; each block has the full capacity.
+  return receive_.get(0) + kMessageCapacity * static_cast<size_t>(peer < rank_ ? peer : peer - 1);
 }
+
+char* FingerprintExchange::inline_data_of(int peer) { return message_from(peer) + kHeaderBytes; }
 
 }  // namespace ringtorch

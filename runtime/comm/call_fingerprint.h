@@ -31,7 +31,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/scratch_buffer.h"
@@ -57,15 +56,15 @@ class FingerprintExchange {
   void exchange(gloo::Context& context, const CallFingerprint& mine, const void* inline_data, size_t inline_bytes,
                 std::chrono::steady_clock::time_point deadline);
 
-  // After exchange(): how many bytes of inline data `peer` sent, and where they are (writable).
-  // Callers rely on the count only for calls that agree, where it follows from the call.
-  size_t inline_bytes_of(int peer) const;
+  // After exchange(): where the inline data `peer` sent is (writable). Its size follows from the
+  // call, which the exchange has just found equal on every rank.
   char* inline_data_of(int peer);
 
  private:
+  char* message_from(int peer);  // its slot in receive_
+
   ScratchBuffer send_, receive_;
-  int rank_ = 0;
-  std::vector<size_t> inline_bytes_;  // per rank, of the last exchange
+  int rank_ = 0;  // the context's, at the last exchange
 };
 
 // What a collective's data path needs to check its call first: the group's exchange and this

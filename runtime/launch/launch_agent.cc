@@ -147,6 +147,20 @@ std::string LaunchAgent::store_loss(const std::exception& e) const {
                  " (is its server still running and reachable?): ", e.what());
 }
 
+bool LaunchAgent::store_failed(const std::exception& e, const std::string& during, std::string* remote_reason) {
+  if (placement_.store_url.empty()) {
+    // Node 0 hosts this store: losing it means node 0's ringrun is gone, and its workers with it.
+    *remote_reason = store_loss(e) + during;
+    return true;
+  }
+  // An external store (Redis, a file) that went away after the rendezvous: the workers talk over
+  // their own connections and may well finish; a failure elsewhere still reaches them through
+  // their timeouts. This node goes on supervising its own workers, without the other nodes.
+  if (!store_lost_) log(store_loss(e) + during + "; this node goes on alone (its running workers stay supervised)");
+  store_lost_ = true;
+  return false;
+}
+
 std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::string* remote_reason) {
   if (config_.nnodes == 1 || store_lost_) return std::nullopt;
   try {
@@ -160,16 +174,7 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::s
       return Outcome::kRemoteAbort;
     }
   } catch (const std::exception& e) {
-    if (placement_.store_url.empty()) {
-      // Node 0 hosts this store: losing it means node 0's ringrun is gone, and its workers with it.
-      *remote_reason = store_loss(e);
-      return Outcome::kRemoteAbort;
-    }
-    // An external store (Redis, a file) that went away after the rendezvous: the workers talk
-    // over their own connections and may well finish; a failure elsewhere still reaches them
-    // through their timeouts. Keep supervising this node's workers without the other nodes.
-    store_lost_ = true;
-    log(store_loss(e) + "; the workers keep running, supervised by this node alone");
+    if (store_failed(e, "", remote_reason)) return Outcome::kRemoteAbort;
   }
   return std::nullopt;
 }
@@ -246,12 +251,7 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string*
   try {
     if (!store_lost_) control_->set(str_cat("done/", restart, "/", config_.node_rank), {'1'});
   } catch (const std::exception& e) {
-    if (placement_.store_url.empty()) {
-      *remote_reason = store_loss(e) + " while reporting this node's success";
-      return Outcome::kRemoteAbort;
-    }
-    store_lost_ = true;
-    log(store_loss(e));
+    if (store_failed(e, " while reporting this node's success", remote_reason)) return Outcome::kRemoteAbort;
   }
   std::vector<std::string> done;
   for (int n = 0; n < config_.nnodes; ++n) done.push_back(str_cat("done/", restart, "/", n));
@@ -266,11 +266,7 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string*
         return Outcome::kSucceeded;
       }
     } catch (const std::exception& e) {
-      if (placement_.store_url.empty()) {
-        *remote_reason = store_loss(e) + " while waiting for the other nodes";
-        return Outcome::kRemoteAbort;
-      }
-      store_lost_ = true;
+      if (store_failed(e, " while waiting for the other nodes", remote_reason)) return Outcome::kRemoteAbort;
     }
     if (store_lost_) {
       // This node's part of the job is done and succeeded; without the store, whether the

@@ -50,6 +50,10 @@ class LaunchAgent {
   void open_store();
   // "lost the store ..." naming the store (password masked) and what probably happened.
   std::string store_loss(const std::exception& e) const;
+  // A store call failed (`during`: " while ..." or ""). True: this node must stop (node 0's TCP
+  // store is gone; *remote_reason says so). False: an external store went away; logged once,
+  // and this node carries on without cross-node checks (store_lost_).
+  bool store_failed(const std::exception& e, const std::string& during, std::string* remote_reason);
   void settle_run_id();
   void start_workers(int restart);
   Outcome monitor(int restart, Failure* failure, std::string* remote_reason);

@@ -93,6 +93,24 @@ at::Tensor bytes_tensor(const std::string& bytes) {
   return t;
 }
 
+// The optimizer's state as LibTorch's archive bytes, and back.
+std::string optimizer_state(torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::string bytes;
+  archive.save_to([&bytes](const void* data, size_t size) {
+    bytes.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return bytes;
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const char* bytes, size_t size) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes, size);
+  optimizer.load(archive);
+}
+
 std::vector<char> serialize(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                             const TrainingProgress& progress) {
   c10::impl::GenericDict state(c10::StringType::get(), c10::TensorType::get());
@@ -103,16 +121,7 @@ std::vector<char> serialize(const torch::nn::Module& model, torch::optim::Optimi
   c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
   dict.insert("format", std::string(kFormat));
   dict.insert("model", state);
-  if (optimizer) {
-    torch::serialize::OutputArchive archive;
-    optimizer->save(archive);
-    std::string bytes;
-    archive.save_to([&bytes](const void* data, size_t size) {
-      bytes.append(static_cast<const char*>(data), size);
-      return size;
-    });
-    dict.insert("optimizer", bytes_tensor(bytes));
-  }
+  if (optimizer) dict.insert("optimizer", bytes_tensor(optimizer_state(*optimizer)));
   dict.insert("epoch", progress.epoch);
   dict.insert("step", progress.step);
   dict.insert("samples_in_epoch", progress.samples_in_epoch);
@@ -181,15 +190,7 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
   std::vector<at::Tensor> saved_weights;
   saved_weights.reserve(targets.size());
   for (const auto& [name, target] : targets) saved_weights.push_back(target.detach().clone());
-  std::string saved_optimizer;
-  if (optimizer) {
-    torch::serialize::OutputArchive archive;
-    optimizer->save(archive);
-    archive.save_to([&saved_optimizer](const void* data, size_t size) {
-      saved_optimizer.append(static_cast<const char*>(data), size);
-      return size;
-    });
-  }
+  const std::string saved_optimizer = optimizer ? optimizer_state(*optimizer) : std::string();
   try {
     {
       torch::NoGradGuard no_grad;
@@ -197,11 +198,9 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
     }
     if (optimizer && dict.contains("optimizer")) {
       if (!dict.at("optimizer").isTensor()) throw IoError("its 'optimizer' entry is not a byte tensor");
-      at::Tensor bytes_tensor = dict.at("optimizer").toTensor().contiguous();
-      torch::serialize::InputArchive archive;
-      archive.load_from(reinterpret_cast<const char*>(bytes_tensor.data_ptr<uint8_t>()),
-                        static_cast<size_t>(bytes_tensor.numel()));
-      optimizer->load(archive);
+      const at::Tensor bytes = dict.at("optimizer").toTensor().contiguous();
+      load_optimizer_state(*optimizer, reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
+                           static_cast<size_t>(bytes.numel()));
     }
     if (dict.contains("rng_state")) {
       auto generator = at::detail::getDefaultCPUGenerator();
@@ -211,11 +210,7 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
   } catch (...) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < targets.size(); ++i) targets[i].second.copy_(saved_weights[i]);
-    if (optimizer) {
-      torch::serialize::InputArchive archive;
-      archive.load_from(saved_optimizer.data(), saved_optimizer.size());
-      optimizer->load(archive);
-    }
+    if (optimizer) load_optimizer_state(*optimizer, saved_optimizer.data(), saved_optimizer.size());
     throw;
   }
   return progress;

@@ -433,6 +433,7 @@ TEST(ProcessGroup, MismatchedCallsAreNamedOnEveryRank) {
     EXPECT_NE(errors[1][c].find("this rank called "), std::string::npos) << cases[c].name << ": " << errors[1][c];
   }
   EXPECT_NE(errors[0][0].find("[rank 0/2] allreduce #"), std::string::npos) << errors[0][0];
+  std::printf("what rank 0 is told (docs/process_group.md quotes it):\n%s\n", errors[0][0].c_str());
 }
 
 // Ranks that force different all-reduce algorithms run the same call differently: named as such.
