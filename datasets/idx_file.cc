@@ -53,7 +53,9 @@ at::Tensor read_idx_images(const std::string& path) {
     throw InvalidArgumentError(str_cat(path, ": images are ", sizes[1], "x", sizes[2], ", expected 28x28"));
   }
   at::Tensor images = at::empty({sizes[0], sizes[1], sizes[2]}, at::kByte);
-  std::memcpy(images.data_ptr<uint8_t>(), bytes.data() + 16, static_cast<size_t>(images.numel()));
+  // A file without images has a tensor without storage: no copy (memcpy from a null pointer is UB).
+  if (images.numel() > 0)
+    std::memcpy(images.data_ptr<uint8_t>(), bytes.data() + 16, static_cast<size_t>(images.numel()));
   return images;
 }
 

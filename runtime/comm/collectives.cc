@@ -55,9 +55,9 @@ Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeou
                              transfer ? ", staged from the GPU" : "");
   // Averages of float32 CUDA tensors are divided on the device (cuBLAS), others on the host.
   const bool scale_on_device = transfer && op == ReduceOp::kAvg && tensor.scalar_type() == at::kFloat;
-  // The shared-memory path compares the calls in its segment; Gloo's, in the first piece's
-  // exchange (the pieces follow from the call, so one check covers them all).
-  operation.run_checks_call = true;
+  // The shared-memory path compares the calls in its segment (when there is data to move); Gloo's,
+  // in the first piece's exchange (the pieces follow from the call, so one check covers them all).
+  operation.run_checks_call = !same_host || tensor.numel() > 0;  // else the executor checks
   operation.run = [=, context = context_, scratch = scratch_, fingerprint = fingerprint_, size = size_,
                    call = operation.call, timeout = operation.timeout](uint32_t tag) mutable {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -93,7 +93,11 @@ size_t agree_pieces(const GroupMesh& mesh, const GroupSettings& settings, const 
   // measured 10-20% faster over TCP at 64 MiB. So the ranks agree once, here.
   if (settings.allreduce_piece_bytes) return std::max<size_t>(1, *settings.allreduce_piece_bytes);
   if (mesh.context->size == 1) return SIZE_MAX;
-  int32_t any_cuda = at::hasCUDA() ? 1 : 0;
+  // Asked once per process: LibTorch's lazy set-up of its CUDA hooks synchronises in code TSan
+  // cannot see, so groups created on several threads at once (the tests) were reported as a race
+  // in at::Context::hasCUDA(); a function-local static is initialised under a guard TSan knows.
+  static const bool this_process_has_cuda = at::hasCUDA();
+  int32_t any_cuda = this_process_has_cuda ? 1 : 0;
   const std::string step =
       str_cat(prefix, "creating group '", settings.name, "' (agreeing whether any rank has a GPU)");
   const FailureSite site{mesh.context->rank, -1, step};
