@@ -2,17 +2,12 @@
 // Flags -> TrainerOptions -> ringtorch::train (apps/trainer/trainer.h).
 //   ringrun --standalone --nproc_per_node 2 --use_env ringtrain --model lenet --epochs 3
 #include <cstdio>
-#include <fstream>
-#include <limits>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "apps/main_guard.h"
-#include "apps/trainer/device_selection.h"
+#include "apps/trainer/job_config.h"
 #include "apps/trainer/trainer.h"
 #include "base/error.h"
-#include "base/parse.h"
-#include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
 
@@ -30,110 +25,12 @@ const char kUsage[] =
     "epoch, the test accuracy, and a final JSON line (world size, samples/s, epoch times, loss,\n"
     "accuracy, per-rank parameter checksums).\n";
 
-// Hyperparameters meet float32 parameters: larger values overflow inside LibTorch, whose
-// message would not name the flag.
-constexpr double kLargestFloat = std::numeric_limits<float>::max();
-
-// Sets one option from its flag name and text value; false for an unknown name.
-bool apply(const std::string& arg, const std::string& value, ringtorch::TrainerOptions& o,
-           ringtorch::RendezvousOptions& rdzv_options) {
-  if (arg == "--dataset") {
-    o.dataset = value;
-  } else if (arg == "--data-dir") {
-    o.data_dir = value;
-  } else if (arg == "--model") {
-    o.model = value;
-  } else if (arg == "--epochs") {
-    o.epochs = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-  } else if (arg == "--batch-size") {
-    o.batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-  } else if (arg == "--lr") {
-    o.lr = ringtorch::parse_number_in_range(value, 0, kLargestFloat, arg);
-  } else if (arg == "--momentum") {
-    o.momentum = ringtorch::parse_number_in_range(value, 0, kLargestFloat, arg);
-  } else if (arg == "--weight-decay") {
-    o.weight_decay = ringtorch::parse_number_in_range(value, 0, kLargestFloat, arg);
-  } else if (arg == "--optimizer") {
-    o.optimizer = value;
-  } else if (arg == "--seed") {
-    o.seed = static_cast<uint64_t>(ringtorch::parse_int_in_range(value, 0, 1 << 30, arg));
-  } else if (arg == "--threads") {
-    o.threads = ringtorch::parse_int_in_range(value, 0, 1024, arg);
-  } else if (arg == "--checkpoint-dir") {
-    o.checkpoint_dir = value;
-  } else if (arg == "--resume") {
-    if (value != "true" && value != "false")
-      throw ringtorch::InvalidArgumentError(arg + " " + value + ": use true or false");
-    o.resume = value == "true";
-  } else if (arg == "--metrics") {
-    o.metrics_path = value;
-  } else if (arg == "--device") {
-    o.device = value;
-  } else if (arg == "--gpus") {
-    o.gpus = ringtorch::parse_device_ids(value);
-  } else if (arg == "--progress") {
-    o.progress = value;
-  } else if (arg == "--log-interval") {
-    o.log_interval = ringtorch::parse_int_in_range(value, 0, 1 << 30, arg);
-  } else if (arg == "--init-method") {
-    rdzv_options.init_method = value;
-  } else if (arg == "--timeout") {
-    rdzv_options.timeout = ringtorch::parse_seconds(value, arg);
-  } else {
-    return false;
-  }
-  return true;
-}
-
-// A JSON object whose keys are the flags without their dashes ({"model": "lenet", "lr": 0.01,
-// "resume": true}); every error names the file, the key and the value.
-void apply_config(const std::string& path, ringtorch::TrainerOptions& o, ringtorch::RendezvousOptions& rdzv_options) {
-  std::ifstream in(path);
-  if (!in) throw ringtorch::IoError("--config " + path + ": cannot read it");
-  nlohmann::json config;
-  // A job config is flat (a list at most); deeper values are refused while parsing, before
-  // anything recurses over them (nlohmann's dump() of a value 100000 deep overflowed the stack).
-  constexpr int kMaxDepth = 8;
-  auto limit_depth = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    if (depth > kMaxDepth) {
-      throw ringtorch::InvalidArgumentError("--config " + path + ": values nest deeper than " +
-                                            std::to_string(kMaxDepth) + " levels; a job config is flat");
-    }
-    return true;
-  };
-  try {
-    config = nlohmann::json::parse(in, limit_depth);
-  } catch (const ringtorch::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw ringtorch::InvalidArgumentError("--config " + path + ": not valid JSON (" + e.what() + ")");
-  }
-  if (!config.is_object()) throw ringtorch::InvalidArgumentError("--config " + path + ": must be a JSON object");
-  for (const auto& [key, value] : config.items()) {
-    std::string text = value.is_string() ? value.get<std::string>() : value.dump();
-    if (value.is_array()) {  // "gpus": [0, 1] means --gpus 0,1
-      text.clear();
-      for (const auto& item : value) text += (text.empty() ? "" : ",") + item.dump();
-    }
-    try {
-      if (value.is_object() || value.is_null() || !apply("--" + key, text, o, rdzv_options)) {
-        throw ringtorch::InvalidArgumentError(
-            "unknown key or value of the wrong kind; keys are ringtrain's flags "
-            "without dashes (see ringtrain --help)");
-      }
-    } catch (const ringtorch::Error& e) {
-      throw ringtorch::InvalidArgumentError("--config " + path + ": key '" + key + "' = " + value.dump() + ": " +
-                                            e.what());
-    }
-  }
-}
-
 int run(int argc, char** argv) {
   ringtorch::TrainerOptions o;
   ringtorch::RendezvousOptions rdzv_options;
   // The config file first, so that flags override it wherever they stand.
   for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--config") apply_config(argv[i + 1], o, rdzv_options);
+    if (std::string(argv[i]) == "--config") ringtorch::apply_job_config_file(argv[i + 1], o, rdzv_options);
   }
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -152,7 +49,7 @@ int run(int argc, char** argv) {
     if (i + 1 >= argc) throw ringtorch::InvalidArgumentError(arg + " needs a value; see ringtrain --help");
     const std::string value = argv[++i];
     if (arg == "--config") continue;  // applied above
-    if (!apply(arg, value, o, rdzv_options)) {
+    if (!ringtorch::apply_trainer_flag(arg, value, o, rdzv_options)) {
       throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see ringtrain --help");
     }
   }

@@ -1,0 +1,38 @@
+// What one training run is asked to do: ringtrain's flags (and job config keys) as a struct.
+// trainer.h trains with it; job_config.h fills it from flags and JSON.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ringtorch {
+
+struct TrainerOptions {
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;  // empty: the dataset's default
+  std::string model = "lenet";
+  int epochs = 1;
+  int batch_size = 64;  // per rank
+  double lr = 0.01;
+  double momentum = 0.9;
+  double weight_decay = 0;
+  std::string optimizer = "sgd";  // sgd | adam
+  uint64_t seed = 0;
+  int threads = 0;                // intra-op threads per rank; 0: leave LibTorch's choice
+  std::string checkpoint_dir;     // empty: no checkpoints
+  bool resume = false;            // continue from checkpoint_dir's newest checkpoint
+  std::string metrics_path;       // empty: no metrics file
+  int log_interval = 100;         // batches between progress lines on rank 0 (lines style)
+  std::string progress = "auto";  // auto | bar | lines | off (progress.h)
+  // Devices (device_selection.h): --device auto|cpu|cuda|cuda:N and --gpus ids, resolved with
+  // LOCAL_RANK and the visible CUDA devices; `devices`, when set, is used as given instead
+  // (several entries: DataParallel inside the process, CPU "devices" included).
+  std::string device = "auto";
+  std::vector<int> gpus;
+  std::vector<c10::Device> devices;
+};
+
+}  // namespace ringtorch
