@@ -1,8 +1,6 @@
 #include "runtime/training/checkpoint.h"
 
-#include <ATen/core/Dict.h>
 #include <fcntl.h>
-#include <torch/serialize.h>
 #include <torch/torch.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -21,7 +19,6 @@ namespace ringtorch {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr char kFormat[] = "ringtorch-checkpoint-1";
 constexpr char kPrefix[] = "checkpoint-";
 constexpr char kSuffix[] = ".pt";
 constexpr char kSidecar[] = ".crc32";
@@ -87,135 +84,6 @@ std::vector<char> read_file(const std::string& path) {
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
-at::Tensor bytes_tensor(const std::string& bytes) {
-  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
-  std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(t.data_ptr<uint8_t>()));
-  return t;
-}
-
-// The optimizer's state as LibTorch's archive bytes, and back.
-std::string optimizer_state(torch::optim::Optimizer& optimizer) {
-  torch::serialize::OutputArchive archive;
-  optimizer.save(archive);
-  std::string bytes;
-  archive.save_to([&bytes](const void* data, size_t size) {
-    bytes.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  return bytes;
-}
-
-void load_optimizer_state(torch::optim::Optimizer& optimizer, const char* bytes, size_t size) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(bytes, size);
-  optimizer.load(archive);
-}
-
-std::vector<char> serialize(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
-                            const TrainingProgress& progress) {
-  c10::impl::GenericDict state(c10::StringType::get(), c10::TensorType::get());
-  for (const auto& item : model.named_parameters()) state.insert(item.key(), item.value().detach().cpu());
-  for (const auto& item : model.named_buffers()) state.insert(item.key(), item.value().detach().cpu());
-  c10::impl::GenericDict metadata(c10::StringType::get(), c10::StringType::get());
-  for (const auto& [k, v] : progress.metadata) metadata.insert(k, v);
-  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
-  dict.insert("format", std::string(kFormat));
-  dict.insert("model", state);
-  if (optimizer) dict.insert("optimizer", bytes_tensor(optimizer_state(*optimizer)));
-  dict.insert("epoch", progress.epoch);
-  dict.insert("step", progress.step);
-  dict.insert("samples_in_epoch", progress.samples_in_epoch);
-  {
-    auto generator = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    dict.insert("rng_state", generator.get_state());
-  }
-  dict.insert("metadata", metadata);
-  return torch::pickle_save(dict);
-}
-
-int64_t int_entry(const c10::impl::GenericDict& dict, const char* key, const std::string& path) {
-  if (!dict.contains(key) || !dict.at(key).isInt()) {
-    throw InvalidArgumentError(str_cat("checkpoint ", path, ": no integer entry '", key, "'"));
-  }
-  return dict.at(key).toInt();
-}
-
-TrainingProgress restore(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
-                         torch::optim::Optimizer* optimizer) {
-  c10::IValue value = torch::pickle_load(bytes);
-  if (!value.isGenericDict()) throw InvalidArgumentError(str_cat("checkpoint ", path, ": not a dict"));
-  auto dict = value.toGenericDict();
-  if (!dict.contains("model") || !dict.at("model").isGenericDict()) {
-    throw InvalidArgumentError(str_cat("checkpoint ", path, ": no 'model' dict"));
-  }
-  auto state = dict.at("model").toGenericDict();
-  // Strict, as load_state_dict(strict=True): same names, same shapes.
-  std::vector<std::pair<std::string, at::Tensor>> targets;
-  for (const auto& item : model.named_parameters()) targets.emplace_back(item.key(), item.value());
-  for (const auto& item : model.named_buffers()) targets.emplace_back(item.key(), item.value());
-  std::string problems;
-  for (const auto& [name, target] : targets) {
-    if (!state.contains(name)) {
-      problems += str_cat("; missing '", name, "'");
-    } else if (state.at(name).toTensor().sizes() != target.sizes()) {
-      problems +=
-          str_cat("; '", name, "' has shape ", state.at(name).toTensor().sizes(), ", the model ", target.sizes());
-    }
-  }
-  if (static_cast<size_t>(state.size()) != targets.size() && problems.empty()) {
-    for (const auto& entry : state) {
-      const std::string name = entry.key().toStringRef();
-      if (std::none_of(targets.begin(), targets.end(), [&](const auto& t) { return t.first == name; })) {
-        problems += str_cat("; unexpected '", name, "'");
-      }
-    }
-  }
-  if (!problems.empty()) {
-    throw InvalidArgumentError(
-        str_cat("checkpoint ", path, " does not fit the model", problems, " (was it saved from another model?)"));
-  }
-  TrainingProgress progress;
-  progress.epoch = int_entry(dict, "epoch", path);
-  progress.step = int_entry(dict, "step", path);
-  progress.samples_in_epoch = dict.contains("samples_in_epoch") ? dict.at("samples_in_epoch").toInt() : 0;
-  if (dict.contains("metadata") && dict.at("metadata").isGenericDict()) {
-    for (const auto& entry : dict.at("metadata").toGenericDict()) {
-      if (entry.value().isString()) progress.metadata[entry.key().toStringRef()] = entry.value().toStringRef();
-    }
-  }
-  // All or nothing: a checkpoint whose weights are fine but whose optimizer state or RNG state is
-  // not must leave the model as it was, or the run that falls back to an older checkpoint (or a
-  // fresh start) would begin from this one's weights.
-  std::vector<at::Tensor> saved_weights;
-  saved_weights.reserve(targets.size());
-  for (const auto& [name, target] : targets) saved_weights.push_back(target.detach().clone());
-  const std::string saved_optimizer = optimizer ? optimizer_state(*optimizer) : std::string();
-  try {
-    {
-      torch::NoGradGuard no_grad;
-      for (auto& [name, target] : targets) target.copy_(state.at(name).toTensor());
-    }
-    if (optimizer && dict.contains("optimizer")) {
-      if (!dict.at("optimizer").isTensor()) throw IoError("its 'optimizer' entry is not a byte tensor");
-      const at::Tensor bytes = dict.at("optimizer").toTensor().contiguous();
-      load_optimizer_state(*optimizer, reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()),
-                           static_cast<size_t>(bytes.numel()));
-    }
-    if (dict.contains("rng_state")) {
-      auto generator = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(dict.at("rng_state").toTensor());
-    }
-  } catch (...) {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < targets.size(); ++i) targets[i].second.copy_(saved_weights[i]);
-    if (optimizer) load_optimizer_state(*optimizer, saved_optimizer.data(), saved_optimizer.size());
-    throw;
-  }
-  return progress;
-}
-
 // Why `path` cannot be trusted, or "" when its sidecar matches.
 std::string verify(const std::string& path, const std::vector<char>& bytes) {
   std::ifstream sidecar(path + kSidecar);
@@ -246,7 +114,7 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
   if (!group || group->rank() == 0) {
     try {
       fs::create_directories(directory_);
-      const std::vector<char> bytes = serialize(model, optimizer, progress);
+      const std::vector<char> bytes = serialize_checkpoint(model, optimizer, progress);
       write_atomically(path, bytes);
       std::ostringstream sidecar;
       sidecar << std::hex << crc_of(bytes) << std::dec << " " << bytes.size() << "\n";
@@ -298,13 +166,13 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
     try {
       const std::vector<char> bytes = read_file(path);
       why = verify(path, bytes);
-      if (why.empty()) return restore(bytes, path, model, optimizer);
+      if (why.empty()) return restore_checkpoint(bytes, path, model, optimizer);
     } catch (const InvalidArgumentError&) {
       throw;  // a whole checkpoint of another model: falling back would hide it
-    } catch (const c10::Error& e) {
-      why = e.what_without_backtrace();  // LibTorch's own text, without its 15-frame stack trace
     } catch (const std::exception& e) {
       why = e.what();
+      const std::string named = "checkpoint " + path + ": ";  // the warning names the file already
+      if (why.rfind(named, 0) == 0) why.erase(0, named.size());
     }
     std::fprintf(stderr, "ringtorch: warning: skipping checkpoint %s: %s; trying the previous one\n", path.c_str(),
                  why.c_str());
@@ -320,7 +188,7 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
 
 TrainingProgress load_checkpoint_file(const std::string& path, torch::nn::Module& model,
                                       torch::optim::Optimizer* optimizer) {
-  return restore(read_file(path), path, model, optimizer);
+  return restore_checkpoint(read_file(path), path, model, optimizer);
 }
 
 }  // namespace ringtorch

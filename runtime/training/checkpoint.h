@@ -9,16 +9,20 @@
 //
 // File format: `checkpoint-<step, 10 digits>.pt`, a plain dict saved with torch::pickle_save
 // (zip), so Python's torch.load reads it and `model.load_state_dict(ckpt["model"])` accepts it:
-//   "format"           "ringtorch-checkpoint-1"
+//   "format"           "ringtorch-checkpoint-2"
 //   "model"            {name: tensor} for every parameter and buffer
-//   "optimizer"        uint8 tensor: LibTorch's optimizer archive (absent without optimizer)
+//   "optimizer_state"  {"kind", "parameters"}: per-parameter state as tensors and ints
+//                      (optimizer_state.h; absent without optimizer)
 //   "epoch", "step", "samples_in_epoch"   ints (the sampler's position within the epoch)
 //   "rng_state"        uint8 tensor: the CPU generator's state
 //   "metadata"         {str: str}
 // Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
 // Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
 // absent; one whose sidecar is missing or does not match is skipped on load with a warning
-// naming the file, and the previous one is used.
+// naming the file, and the previous one is used. Format 1 (before 2026-12) kept LibTorch's
+// optimizer archive, a TorchScript module, as bytes under "optimizer": its weights and position
+// still load, its optimizer state is skipped with a warning (loading it compiles the code stored
+// in the file, and damaged code crashed that compiler).
 //
 // Thread-safety: none; one training thread. Every rank must see the directory to resume (rank 0
 // writes it): progress and optimizer state are read by each rank, not broadcast.
@@ -34,15 +38,9 @@
 #include <vector>
 
 #include "runtime/comm/process_group.h"
+#include "runtime/training/checkpoint_format.h"
 
 namespace ringtorch {
-
-struct TrainingProgress {
-  int64_t epoch = 0;
-  int64_t step = 0;                             // optimizer steps so far, over all epochs
-  int64_t samples_in_epoch = 0;                 // this rank's sampler position within `epoch`
-  std::map<std::string, std::string> metadata;  // run metadata (model name, world size, ...)
-};
 
 class Checkpointer {
  public:

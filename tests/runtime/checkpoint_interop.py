@@ -18,7 +18,12 @@ class Net(nn.Module):  # the C++ test's NetImpl: fc1 8->16, fc2 16->4, buffer "s
 
 source, target = sys.argv[1], sys.argv[2]
 ckpt = torch.load(source)
-assert ckpt["format"] == "ringtorch-checkpoint-1", ckpt.keys()
+assert ckpt["format"] == "ringtorch-checkpoint-2", ckpt.keys()
+if "optimizer_state" in ckpt:  # plain values: Python reads them without LibTorch's archive
+    state = ckpt["optimizer_state"]
+    assert state["kind"] in ("sgd", "adam", "adamw", "adagrad", "rmsprop"), state
+    for fields in state["parameters"].values():
+        assert all(isinstance(v, (torch.Tensor, int)) for v in fields.values()), fields
 net = Net()
 net.load_state_dict(ckpt["model"], strict=True)
 with torch.no_grad():

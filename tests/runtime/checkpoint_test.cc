@@ -11,6 +11,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <thread>
 
 #include "base/error.h"
@@ -112,6 +114,68 @@ TEST(Checkpoint, NextStepAfterResumeMatchesUninterruptedTraining) {
   ASSERT_TRUE(checkpoints.load_latest(*resumed, &resumed_sgd).has_value());
   train_step(resumed, resumed_sgd);
   EXPECT_TRUE(at::equal(flat(*resumed), flat(*net))) << "momentum or RNG state lost";
+}
+
+// Every optimizer whose state a checkpoint keeps (optimizer_state.h): two steps, a checkpoint, a
+// resume into a fresh model and optimizer, then one more step on both: bitwise equal.
+TEST(Checkpoint, EveryOptimizerKindResumesExactly) {
+  using Make = std::function<std::unique_ptr<torch::optim::Optimizer>(Net&)>;
+  const std::vector<std::pair<std::string, Make>> kinds = {
+      {"sgd",
+       [](Net& n) {
+         return std::make_unique<torch::optim::SGD>(n->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+       }},
+      {"adam",
+       [](Net& n) {
+         return std::make_unique<torch::optim::Adam>(n->parameters(), torch::optim::AdamOptions(0.01).amsgrad(true));
+       }},
+      {"adamw",
+       [](Net& n) { return std::make_unique<torch::optim::AdamW>(n->parameters(), torch::optim::AdamWOptions(0.01)); }},
+      {"adagrad",
+       [](Net& n) {
+         return std::make_unique<torch::optim::Adagrad>(n->parameters(), torch::optim::AdagradOptions(0.1));
+       }},
+      {"rmsprop",
+       [](Net& n) {
+         return std::make_unique<torch::optim::RMSprop>(
+             n->parameters(), torch::optim::RMSpropOptions(0.01).momentum(0.5).centered(true));
+       }},
+  };
+  for (const auto& [kind, make] : kinds) {
+    SCOPED_TRACE(kind);
+    testing::TempDir dir;
+    Checkpointer checkpoints(dir.path());
+    torch::manual_seed(3);
+    Net net;
+    auto optimizer = make(net);
+    train_step(net, *optimizer);
+    train_step(net, *optimizer);
+    checkpoints.save(*net, optimizer.get(), TrainingProgress{0, 2, 0, {}});
+    train_step(net, *optimizer);
+    Net resumed;
+    auto resumed_optimizer = make(resumed);
+    ASSERT_TRUE(checkpoints.load_latest(*resumed, resumed_optimizer.get()).has_value());
+    train_step(resumed, *resumed_optimizer);
+    EXPECT_TRUE(at::equal(flat(*resumed), flat(*net))) << kind << "'s state was not restored exactly";
+  }
+}
+
+TEST(Checkpoint, AnotherOptimizersStateIsAClearError) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net net;
+  torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
+  train_step(net, adam);
+  checkpoints.save(*net, &adam, TrainingProgress{0, 1, 0, {}});
+  Net other;
+  torch::optim::SGD sgd(other->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  try {
+    checkpoints.load_latest(*other, &sgd);
+    FAIL() << "loaded Adam's state into SGD";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("the optimizer state is adam's, the optimizer is sgd"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Checkpoint, KeepsTheLastKAndSkipsCorruptOrIncompleteOnes) {
@@ -242,15 +306,18 @@ TEST(Checkpoint, AnotherModelsCheckpointIsAClearError) {
   }
 }
 
-// Rewrites `path` as the same checkpoint with its "optimizer" entry replaced by `garbage`, with a
-// matching checksum file: damage that the checksum cannot see (it was written that way).
-void replace_optimizer_state(const std::string& path, const std::string& garbage) {
+// Rewrites `path` as the same checkpoint with its entry `key` replaced by `value` (or removed,
+// for None), with a matching checksum file: damage that the checksum cannot see (it was
+// written that way).
+void replace_entry(const std::string& path, const std::string& key, const c10::IValue& value) {
   std::ifstream in(path, std::ios::binary);
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   auto dict = torch::pickle_load(bytes).toGenericDict();
-  at::Tensor damaged = at::empty({static_cast<int64_t>(garbage.size())}, at::kByte);
-  std::memcpy(damaged.data_ptr(), garbage.data(), garbage.size());
-  dict.insert_or_assign("optimizer", damaged);
+  if (value.isNone()) {
+    (void)dict.erase(key);
+  } else {
+    dict.insert_or_assign(key, value);
+  }
   const std::vector<char> out = torch::pickle_save(dict);
   std::ofstream(path, std::ios::binary | std::ios::trunc).write(out.data(), static_cast<std::streamsize>(out.size()));
   const uLong crc =
@@ -268,7 +335,7 @@ TEST(Checkpoint, ADamagedOptimizerStateLeavesTheModelAsItWas) {
   torch::optim::SGD sgd(trained->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   train_step(trained, sgd);
   const std::string path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
-  replace_optimizer_state(path, "not an optimizer archive");
+  replace_entry(path, "optimizer_state", std::string("not an optimizer state"));
   Net fresh;
   const at::Tensor before = flat(*fresh).clone();
   torch::optim::SGD fresh_sgd(fresh->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
@@ -282,6 +349,27 @@ TEST(Checkpoint, ADamagedOptimizerStateLeavesTheModelAsItWas) {
   EXPECT_EQ(text.find("frame #"), std::string::npos) << "a stack trace inside the warning: " << text;
   EXPECT_NE(text.find("none of the 1 checkpoints in " + dir.path() + " could be loaded"), std::string::npos) << text;
   train_step(fresh, fresh_sgd);  // the optimizer is still usable
+}
+
+// Format 1 kept LibTorch's optimizer archive (a TorchScript module) as bytes; loading it compiles
+// the code in the file, which crashed on damaged code (tests/fuzz). Its weights still load.
+TEST(Checkpoint, AFormatOneCheckpointLoadsItsWeightsAndSaysTheOptimizerStartsFresh) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net trained;
+  torch::optim::SGD sgd(trained->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  train_step(trained, sgd);
+  const std::string path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
+  replace_entry(path, "optimizer_state", c10::IValue());
+  replace_entry(path, "optimizer", at::zeros({16}, at::kByte));
+  Net fresh;
+  torch::optim::SGD fresh_sgd(fresh->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  StderrCapture warnings;
+  ASSERT_TRUE(checkpoints.load_latest(*fresh, &fresh_sgd).has_value());
+  const std::string text = warnings.finish();
+  EXPECT_TRUE(at::equal(flat(*fresh), flat(*trained)));
+  EXPECT_TRUE(fresh_sgd.state().empty());
+  EXPECT_NE(text.find("(format 1), which is no longer loaded"), std::string::npos) << text;
 }
 
 TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
