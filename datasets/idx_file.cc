@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -31,10 +33,20 @@ std::vector<int64_t> parse_header(const std::vector<uint8_t>& bytes, const std::
     throw IoError(str_cat(path, ": truncated header (", bytes.size(), " bytes, the header alone needs ", header, ")"));
   }
   std::vector<int64_t> sizes;
-  int64_t payload = 1;
+  // Three 32-bit sizes can overflow 64 bits (tests/fuzz/idx_reader_fuzz found it): such a header
+  // promises more than any file holds.
+  uint64_t payload = 1;
+  bool overflow = false;
+  std::string shape;
   for (size_t d = 0; d < dims; ++d) {
     sizes.push_back(big_endian(bytes, 4 + 4 * d));
-    payload *= sizes.back();
+    shape += (d == 0 ? "" : "x") + std::to_string(sizes.back());
+    overflow |= __builtin_mul_overflow(payload, static_cast<uint64_t>(sizes.back()), &payload);
+  }
+  overflow |= payload > std::numeric_limits<uint64_t>::max() - header;
+  if (overflow) {
+    throw IoError(str_cat(path, ": truncated: ", bytes.size(), " bytes, the header promises sizes ", shape,
+                          " (more than 2^64 bytes)"));
   }
   const size_t expected = header + static_cast<size_t>(payload);
   if (bytes.size() != expected) {
