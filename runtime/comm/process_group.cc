@@ -23,23 +23,50 @@
 
 namespace ringtorch {
 
-// The cross-host part of a hierarchical group, as the same-host path sees it.
+// The cross-host part of a hierarchical group, as the same-host path sees it. Its failures name
+// the peer by its rank in the subgroup ("group default.hosts1 ... peer rank 1"); they are
+// rethrown with that peer's rank in the parent group as well, in the text and in the site, so
+// that a user can find the process (the fault matrix's cross-node cases showed only the former).
 class ProcessGroup::CrossHostSubgroup : public CrossHostLink {
  public:
-  explicit CrossHostSubgroup(ProcessGroup* group) : group_(group) {}
+  CrossHostSubgroup(ProcessGroup* group, std::vector<int> parent_ranks, std::string parent_name, int parent_rank)
+      : group_(group),
+        parent_ranks_(std::move(parent_ranks)),
+        parent_name_(std::move(parent_name)),
+        parent_rank_(parent_rank) {}
   void allreduce(const at::Tensor& tensor, ReduceOp op, std::chrono::milliseconds timeout) override {
-    group_->allreduce(tensor, op, timeout);
+    translating_peers([&] { group_->allreduce(tensor, op, timeout); });
   }
   void broadcast(const at::Tensor& tensor, int root_host, std::chrono::milliseconds timeout) override {
-    group_->broadcast(tensor, root_host, timeout);
+    translating_peers([&] { group_->broadcast(tensor, root_host, timeout); });
   }
   void allgather(const at::Tensor& input, const at::Tensor& output, std::chrono::milliseconds timeout) override {
-    group_->allgather(input, output, timeout);
+    translating_peers([&] { group_->allgather(input, output, timeout); });
   }
-  void barrier(std::chrono::milliseconds timeout) override { group_->barrier(timeout); }
+  void barrier(std::chrono::milliseconds timeout) override {
+    translating_peers([&] { group_->barrier(timeout); });
+  }
 
  private:
-  ProcessGroup* const group_;  // the parent's cross_host_, which outlives this link
+  template <typename Call>
+  void translating_peers(const Call& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      const int peer = e.site().peer;
+      if (peer < 0 || peer >= static_cast<int>(parent_ranks_.size())) throw;
+      const int parent_peer = parent_ranks_[static_cast<size_t>(peer)];
+      std::rethrow_exception(make_error(e.kind(),
+                                        str_cat(e.what(), " (its peer rank ", peer, " of group ", group_->name_,
+                                                " is rank ", parent_peer, " of group ", parent_name_, ")"),
+                                        FailureSite{parent_rank_, parent_peer, e.site().operation}));
+    }
+  }
+
+  ProcessGroup* const group_;            // the parent's cross_host_, which outlives this link
+  const std::vector<int> parent_ranks_;  // subgroup rank -> parent rank
+  const std::string parent_name_;
+  const int parent_rank_;
 };
 
 ProcessGroup::ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout)
@@ -95,13 +122,19 @@ void ProcessGroup::adopt_host_plan(HostPlan plan, const ProcessGroupOptions& opt
   if (!local_) return;
   // Subgroups 0 .. k-1 of this group are its cross-host parts, one per local index (every rank
   // creates them in the same order, so the user's new_group calls number on from k).
+  std::vector<int> cross_host_ranks;
   for (size_t i = 0; i < plan.cross_host_groups.size(); ++i) {
     ProcessGroupOptions cross = options;
     cross.name = str_cat(name_, ".hosts", i);
     auto subgroup = new_group_in_role(plan.cross_host_groups[i], cross, GroupRole::kCrossHostPart);
-    if (subgroup->is_member()) cross_host_ = subgroup;
+    if (subgroup->is_member()) {
+      cross_host_ = subgroup;
+      cross_host_ranks = plan.cross_host_groups[i];
+    }
   }
-  if (cross_host_) cross_host_link_ = std::make_unique<CrossHostSubgroup>(cross_host_.get());
+  if (cross_host_) {
+    cross_host_link_ = std::make_unique<CrossHostSubgroup>(cross_host_.get(), cross_host_ranks, name_, rank_);
+  }
   auto path = std::make_shared<SameHostPath>();
   path->local = local_.get();
   path->cross_host = cross_host_link_.get();

@@ -149,6 +149,27 @@ TEST(SharedMemory, ARankThatNeverArrivesTimesOutNamingIt) {
   EXPECT_NE(site.operation.find("allreduce #0"), std::string::npos) << site.operation;
 }
 
+// Between hosts the failure comes from a cross-host subgroup, whose ranks are not the group's:
+// the error names the peer in both numberings, and the site holds the group's rank.
+TEST(SharedMemory, ACrossHostFailureNamesThePeersRankInTheGroup) {
+  std::vector<std::string> errors(4);
+  std::vector<FailureSite> sites(4);
+  on_ranks(4, true, {"host-a", "host-a", "host-b", "host-b"}, [&](ProcessGroup& g) {
+    if (g.rank() == 3) return;  // never calls (a timeout, or a lost peer once its thread has left)
+    try {
+      g.allreduce(at::ones({100}), ReduceOp::kSum, milliseconds(500));
+    } catch (const Error& e) {
+      errors[g.rank()] = e.what();
+      sites[g.rank()] = e.site();
+    }
+  });
+  // Rank 1 meets rank 3 in the cross-host subgroup of local index 1, where rank 3 is rank 1.
+  EXPECT_NE(errors[1].find("(its peer rank 1 of group default.hosts1 is rank 3 of group default)"), std::string::npos)
+      << errors[1];
+  EXPECT_EQ(sites[1].rank, 1);
+  EXPECT_EQ(sites[1].peer, 3);
+}
+
 bool any_segment_named(const std::string& part) {
   for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
     if (entry.path().filename().string().find(part) != std::string::npos) return true;
