@@ -1,0 +1,483 @@
+#!/usr/bin/env bash
+# The fault matrix: ringtorch under the faults a cluster meets, real processes and real servers.
+# Each case states what must happen, makes the fault, and prints PASS or FAIL with what it
+# measured (SKIP when the machine cannot make the fault). Run it before a release:
+#
+#   sudo bash tests/faults/fault_matrix.sh                  # every case
+#   bash tests/faults/fault_matrix.sh --quick               # no root, ~2 min (CTest fault_matrix_quick)
+#   bash tests/faults/fault_matrix.sh --list
+#   bash tests/faults/fault_matrix.sh --keep worker_sigstop    # keep the logs (path printed)
+#   sudo bash tests/faults/fault_matrix.sh node_sigstop link_down
+#
+# --build DIR (default ./build) holds ringrun, ringtrain and tests/faults/collective_caller.
+# The node cases need root (network namespaces, as scripts/netns_cluster.sh); packet loss needs
+# nftables (this kernel has no netem). docs/testing.md, "Fault matrix", says what each covers.
+# Exit status: 1 when any case FAILs.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "$here/../.." && pwd)/build
+quick=0
+list=0
+keep=0
+selected=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --quick) quick=1; shift ;;
+    --list) list=1; shift ;;
+    --keep) keep=1; shift ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    -*) echo "fault_matrix: unknown flag $1 (see --help)" >&2; exit 2 ;;
+    *) selected+=("$1"); shift ;;
+  esac
+done
+ringrun=$build/apps/ringrun
+ringtrain=$build/apps/ringtrain
+caller=$build/tests/faults/collective_caller
+timeout_s=10  # the job's --timeout in the cases that wait for one
+tag=$$
+work=$(mktemp -d)
+declare -a background=()
+cleanup_case() {
+  for p in "${background[@]}"; do kill -9 "$p" 2>/dev/null; done
+  for p in "${background[@]}"; do wait "$p" 2>/dev/null; done  # reaped quietly
+  background=()
+}
+cleanup_netns() { :; }
+trap 'cleanup_case; cleanup_netns; if [ "$keep" = 1 ]; then echo "fault_matrix: logs kept in $work"; else rm -rf "$work"; fi' EXIT
+
+passed=0 failed=0 skipped=0
+# verdict NAME PASS|FAIL|SKIP EXPECTATION MEASURED
+verdict() {
+  printf '%-4s %-28s %s\n     measured: %s\n' "$2" "$1" "$3" "$4"
+  case $2 in PASS) passed=$((passed + 1)) ;; FAIL) failed=$((failed + 1)) ;; *) skipped=$((skipped + 1)) ;; esac
+  if [ "$2" = FAIL ] && [ -n "${log:-}" ] && [ -f "$log" ]; then sed 's/^/     | /' "$log" | tail -25; fi
+}
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# wait_for FILE PATTERN SECONDS: true once FILE holds a line matching PATTERN.
+wait_for() {
+  local deadline=$(($(date +%s) + $3))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    grep -q -- "$2" "$1" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
+# wait_exit PID SECONDS: sets `status` to the exit status of background PID (a session leader),
+# or to 124 after SECONDS, when its whole session is killed. (Not in $(...): a subshell cannot
+# wait for this shell's children.)
+wait_exit() {
+  local deadline=$(($(date +%s) + $2))
+  while kill -0 "$1" 2>/dev/null && [ "$(date +%s)" -lt "$deadline" ]; do sleep 0.2; done
+  if kill -0 "$1" 2>/dev/null; then
+    kill -9 -- "-$1" 2>/dev/null || kill -9 "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    status=124
+    return
+  fi
+  wait "$1"
+  status=$?
+}
+# The pid of ringrun's worker of RANK, under ringrun PID.
+worker_pid() {
+  local p
+  for p in $(pgrep -P "$1"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$p"; return; }
+  done
+}
+train_args=(--dataset synthetic --model mlp --log-interval 0)
+
+# --- mismatched calls: every rank names both calls, well before the timeout -------------------
+# Two ranks started by hand (not under ringrun, which would stop the second rank when the first
+# fails), each making its own call.
+mismatch() {  # NAME SHM CALL0 CALL1
+  local name=$1 shm=$2 port t0 rc0 rc1 secs
+  port=$(free_port)
+  log=$work/$name.log
+  : >"$log"
+  t0=$(now)
+  for r in 0 1; do
+    RINGTORCH_SHM=$shm RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      RINGTORCH_TIMEOUT=30 setsid "$caller" "$3" "$4" >"$log.$r" 2>&1 &
+    background+=($!)
+  done
+  wait_exit "${background[0]}" 60
+  rc0=$status
+  wait_exit "${background[1]}" 60
+  rc1=$status
+  secs=$(since "$t0")
+  cat "$log.0" "$log.1" >"$log"
+  background=()
+  local expect="both ranks exit 1 naming both calls, well before the 30 s timeout"
+  if [ "$rc0" = 1 ] && [ "$rc1" = 1 ] && grep -q "this rank called .*rank 1 called" "$log.0" &&
+    grep -q "this rank called .*rank 0 called" "$log.1" &&
+    ! grep -q "terminate called" "$log" && awk -v s="$secs" 'BEGIN { exit !(s < 20) }'; then
+    verdict "$name" PASS "$expect" "exits $rc0/$rc1 in ${secs} s; rank 0: $(grep -m1 -o 'this rank called .*' "$log.0" | sed 's/ (\(operation\|call\) #[^)]*)//g' | cut -c1-100)"
+  else
+    verdict "$name" FAIL "$expect" "exits $rc0/$rc1 in ${secs} s"
+  fi
+}
+case_mismatch_dtype_tcp() { mismatch mismatch_dtype_tcp 0 allreduce:float32:4 allreduce:float64:4; }
+case_mismatch_same_bytes_tcp() { mismatch mismatch_same_bytes_tcp 0 allreduce:int32:4 allreduce:uint8:16; }
+case_mismatch_count_tcp() { mismatch mismatch_count_tcp 0 allreduce:float32:4 allreduce:float32:5; }
+case_mismatch_op_tcp() { mismatch mismatch_op_tcp 0 allreduce:float32:4 broadcast:float32:4; }
+case_mismatch_dtype_shm() { mismatch mismatch_dtype_shm 1 allreduce:float32:4 allreduce:float64:4; }
+case_mismatch_barrier_shm() { mismatch mismatch_barrier_shm 1 allreduce:int64:1 barrier:float32:0; }
+
+# --- a worker dies or stops -------------------------------------------------------------------
+# start_job NAME EXTRA_RINGRUN_FLAGS... -- RINGTRAIN_FLAGS...: ringrun with 2 workers in the
+# background; sets job (its pid) and log.
+start_job() {
+  local name=$1
+  shift
+  local flags=()
+  while [ "$1" != -- ]; do flags+=("$1"); shift; done
+  shift
+  log=$work/$name.log
+  setsid "$ringrun" --standalone --nproc_per_node 2 --use_env --timeout "$timeout_s" "${flags[@]}" \
+    "$ringtrain" "${train_args[@]}" "$@" >"$log" 2>&1 &
+  job=$!
+  background+=($job)
+}
+
+case_worker_kill9() {
+  local expect="ringrun exits non-zero within 30 s naming rank 1 and SIGKILL; no worker left" t0 rc pid other
+  start_job worker_kill9 -- --epochs 20
+  wait_for "$log" "Epoch \[1/" 120 || { verdict worker_kill9 FAIL "$expect" "training never started"; cleanup_case; return; }
+  pid=$(worker_pid "$job" 1)
+  other=$(worker_pid "$job" 0)
+  t0=$(now)
+  kill -9 "$pid"
+  wait_exit "$job" 30
+  rc=$status
+  local secs
+  secs=$(since "$t0")
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "rank 1 .*SIGKILL" "$log" && ! kill -0 "$other" 2>/dev/null; then
+    verdict worker_kill9 PASS "$expect" "exit $rc ${secs} s after the kill: $(grep -m1 -o 'rank 1 .*SIGKILL[^;]*' "$log")"
+  else
+    verdict worker_kill9 FAIL "$expect" "exit $rc ${secs} s after the kill"
+  fi
+  cleanup_case
+}
+
+case_worker_kill9_restart() {
+  local expect="with --max_restarts 1 the group restarts, resumes from the last checkpoint and exits 0" rc
+  start_job worker_kill9_restart --max_restarts 1 -- --epochs 3 --checkpoint-dir "$work/restart-ck" --resume
+  wait_for "$log" "Epoch \[1/" 120 || { verdict worker_kill9_restart FAIL "$expect" "training never started"; cleanup_case; return; }
+  kill -9 "$(worker_pid "$job" 1)"
+  wait_exit "$job" 180
+  rc=$status
+  if [ "$rc" = 0 ] && grep -q "restart 1 of 1" "$log" && grep -q "Resumed from epoch" "$log" && grep -q '"final_loss"' "$log"; then
+    verdict worker_kill9_restart PASS "$expect" "exit 0; $(grep -m1 -o 'Resumed from epoch.*' "$log")"
+  else
+    verdict worker_kill9_restart FAIL "$expect" "exit $rc"
+  fi
+  cleanup_case
+}
+
+case_worker_sigstop() {
+  local expect="a stopped worker: rank 0 names rank 1 within the ${timeout_s} s timeout; ringrun exits non-zero, no worker left" t0 rc pid secs
+  start_job worker_sigstop -- --epochs 20
+  wait_for "$log" "Epoch \[1/" 120 || { verdict worker_sigstop FAIL "$expect" "training never started"; cleanup_case; return; }
+  pid=$(worker_pid "$job" 1)
+  t0=$(now)
+  kill -STOP "$pid"
+  wait_exit "$job" $((timeout_s + 40))
+  rc=$status
+  secs=$(since "$t0")
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "timed out after [0-9]* s waiting for peer rank 1" "$log" && ! kill -0 "$pid" 2>/dev/null; then
+    verdict worker_sigstop PASS "$expect" "exit $rc ${secs} s after the stop: $(grep -m1 -o 'timed out after [0-9]* s waiting for peer rank 1[^;]*' "$log")"
+  else
+    verdict worker_sigstop FAIL "$expect" "exit $rc ${secs} s after the stop"
+  fi
+  cleanup_case
+}
+
+# --- damaged checkpoints ----------------------------------------------------------------------
+# One run writes two checkpoints (one per epoch); each case damages a copy and resumes.
+checkpoints_made=""
+make_checkpoints() {
+  [ -n "$checkpoints_made" ] && return 0
+  log=$work/checkpoints.log
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs 2 \
+    --checkpoint-dir "$work/ck" >"$log" 2>&1 || return 1
+  [ "$(ls "$work"/ck/checkpoint-*.pt | wc -l)" = 2 ] || return 1
+  checkpoints_made=1
+}
+resume() {  # DIR EPOCHS [extra flags]: runs a resume into $log, prints the exit status
+  local dir=$1 epochs=$2
+  shift 2
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs "$epochs" \
+    --checkpoint-dir "$dir" --resume "$@" >"$log" 2>&1
+  echo $?
+}
+damage() {  # KIND FILE
+  case $1 in
+    truncated) truncate -s $(($(stat -c %s "$2") / 2)) "$2" ;;
+    bit_flip) /usr/bin/python3 -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[len(b)//2]^=0x10; open(p,"wb").write(b)' "$2" ;;
+    empty) : >"$2" ;;
+    no_checksum) rm "$2.crc32" ;;
+    garbled_checksum) echo "not a checksum" >"$2.crc32" ;;
+    optimizer_state)  # valid weights, damaged optimizer state, a checksum that matches
+      /usr/bin/python3 - "$2" <<'PY'
+import sys, zlib, torch
+p = sys.argv[1]
+ckpt = torch.load(p)
+ckpt["optimizer_state"] = "damaged"
+torch.save(ckpt, p)
+data = open(p, "rb").read()
+open(p + ".crc32", "w").write("%x %d\n" % (zlib.crc32(data), len(data)))
+PY
+      ;;
+  esac
+}
+checkpoint_case() {  # KIND
+  local name=checkpoint_$1 dir=$work/$1 newest rc
+  local expect="newest checkpoint damaged ($1): a warning names it, the previous one is resumed, exit 0"
+  log=$work/$name.log
+  make_checkpoints || { verdict "$name" FAIL "$expect" "could not write the checkpoints"; return; }
+  cp -r "$work/ck" "$dir"
+  newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
+  damage "$1" "$newest"
+  rc=$(resume "$dir" 3)
+  if [ "$rc" = 0 ] && grep -q "skipping checkpoint $newest" "$log" && grep -q "Resumed from epoch 1 " "$log" &&
+    ! grep -q "Epoch \[1/3\]" "$log"; then
+    verdict "$name" PASS "$expect" "$(grep -m1 -o 'skipping checkpoint [^ ]*: .*' "$log" | sed "s|$work/||g" | cut -c1-130)"
+  else
+    verdict "$name" FAIL "$expect" "exit $rc"
+  fi
+}
+case_checkpoint_truncated() { checkpoint_case truncated; }
+case_checkpoint_bit_flip() { checkpoint_case bit_flip; }
+case_checkpoint_empty() { checkpoint_case empty; }
+case_checkpoint_no_checksum() { checkpoint_case no_checksum; }
+case_checkpoint_garbled_checksum() { checkpoint_case garbled_checksum; }
+case_checkpoint_optimizer_state() { checkpoint_case optimizer_state; }
+case_checkpoint_all_damaged() {
+  local dir=$work/all rc f
+  local expect="every checkpoint damaged: each is named, 'none of the 2 checkpoints' is said, training starts at epoch 1, exit 0"
+  log=$work/checkpoint_all_damaged.log
+  make_checkpoints || { verdict checkpoint_all_damaged FAIL "$expect" "could not write the checkpoints"; return; }
+  cp -r "$work/ck" "$dir"
+  for f in "$dir"/checkpoint-*.pt; do damage bit_flip "$f"; done
+  rc=$(resume "$dir" 1)
+  if [ "$rc" = 0 ] && [ "$(grep -c 'skipping checkpoint' "$log")" = 2 ] && grep -q "none of the 2 checkpoints" "$log" &&
+    grep -q "Epoch \[1/1\]" "$log"; then
+    verdict checkpoint_all_damaged PASS "$expect" "$(grep -m1 -o 'none of the 2 checkpoints[^;]*' "$log" | sed "s|$work/||g")"
+  else
+    verdict checkpoint_all_damaged FAIL "$expect" "exit $rc"
+  fi
+}
+case_checkpoint_other_model() {
+  local rc
+  local expect="resuming another model's checkpoint: exit 1 with 'does not fit the model', no fallback"
+  log=$work/checkpoint_other_model.log
+  make_checkpoints || { verdict checkpoint_other_model FAIL "$expect" "could not write the checkpoints"; return; }
+  cp -r "$work/ck" "$work/other"
+  rc=$(resume "$work/other" 3 --model mlp3)
+  if [ "$rc" != 0 ] && grep -q "does not fit the model" "$log"; then
+    verdict checkpoint_other_model PASS "$expect" "exit $rc: $(grep -m1 -o 'does not fit the model[^(]*' "$log" | cut -c1-100)"
+  else
+    verdict checkpoint_other_model FAIL "$expect" "exit $rc"
+  fi
+}
+
+# --- the store (Redis) goes away --------------------------------------------------------------
+case_redis_down_before_rendezvous() {
+  local port rc t0 secs
+  local expect="no Redis at the endpoint: ringrun exits non-zero within the 5 s timeout + 25 s, naming the address"
+  command -v redis-server >/dev/null || { verdict redis_down_before_rendezvous SKIP "$expect" "no redis-server"; return; }
+  port=$(free_port)
+  log=$work/redis_down.log
+  t0=$(now)
+  timeout 60 "$ringrun" --nproc_per_node 2 --use_env --rdzv_endpoint "redis://127.0.0.1:$port/0" --timeout 5 \
+    "$ringtrain" "${train_args[@]}" --epochs 1 >"$log" 2>&1
+  rc=$?
+  secs=$(since "$t0")
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "127.0.0.1:$port" "$log" && awk -v s="$secs" 'BEGIN { exit !(s < 30) }'; then
+    verdict redis_down_before_rendezvous PASS "$expect" "exit $rc in ${secs} s: $(grep -m1 "127.0.0.1:$port" "$log" | cut -c1-130)"
+  else
+    verdict redis_down_before_rendezvous FAIL "$expect" "exit $rc in ${secs} s"
+  fi
+}
+
+case_redis_lost_after_rendezvous() {
+  local port redis rc0 rc1 i
+  local expect="Redis (with a password) killed mid-training under 2 ringruns: the workers (Gloo, not the store) finish; both ringruns name the lost store, never the password; exit 0"
+  command -v redis-server >/dev/null || { verdict redis_lost_after_rendezvous SKIP "$expect" "no redis-server"; return; }
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --requirepass faultpw --save "" --appendonly no --daemonize no \
+    >/dev/null 2>&1 &
+  redis=$!
+  disown  # killed below on purpose; no job notice
+  background+=($redis)
+  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  node_jobs=()
+  for i in 0 1; do
+    setsid "$ringrun" --nnodes 2 --node_rank "$i" --nproc_per_node 1 --use_env --run_id "redis-lost-$tag" \
+      --rdzv_endpoint "redis://:faultpw@127.0.0.1:$port/0" --timeout "$timeout_s" --monitor_interval 0.1 \
+      "$ringtrain" "${train_args[@]}" --epochs 40 >"$work/redis_lost.node$i.log" 2>&1 &
+    node_jobs+=($!)
+    background+=($!)
+  done
+  log=$work/redis_lost.node0.log
+  wait_for "$log" "Epoch \[1/" 120 || { verdict redis_lost_after_rendezvous FAIL "$expect" "training never started"; cleanup_case; return; }
+  kill -9 "$redis"
+  wait_exit "${node_jobs[0]}" 180
+  rc0=$status
+  wait_exit "${node_jobs[1]}" 60
+  rc1=$status
+  cat "$work/redis_lost.node0.log" "$work/redis_lost.node1.log" >"$work/redis_lost.log"
+  log=$work/redis_lost.log
+  if [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && grep -q "lost the store" "$work/redis_lost.node0.log" &&
+    grep -q "lost the store" "$work/redis_lost.node1.log" && grep -q '"final_loss"' "$log" && ! grep -q faultpw "$log"; then
+    verdict redis_lost_after_rendezvous PASS "$expect" "exit 0/0; $(grep -m1 -o 'lost the store.*' "$log" | cut -c1-110)"
+  else
+    verdict redis_lost_after_rendezvous FAIL "$expect" "exits $rc0/$rc1"
+  fi
+  cleanup_case
+}
+
+# --- whole nodes and links (root: two network namespaces on a bridge) -------------------------
+netns_ready=""
+nodes=(rtf$tag-n0 rtf$tag-n1)
+net_prefix=10.$((100 + tag % 100)).$((tag / 100 % 250))
+addresses=("$net_prefix.10" "$net_prefix.11")
+bridge=rtfbr$((tag % 100000))
+cleanup_netns() {
+  [ -n "$netns_ready" ] || return 0
+  for n in "${nodes[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
+  for n in "${nodes[@]}"; do ip netns delete "$n" 2>/dev/null; done
+  ip link delete "$bridge" 2>/dev/null
+  netns_ready=""
+}
+setup_netns() {
+  [ -n "$netns_ready" ] && return 0
+  [ "$(id -u)" = 0 ] || { why_skip="needs root (ip netns)"; return 1; }
+  command -v redis-server >/dev/null || { why_skip="no redis-server"; return 1; }
+  ip netns add "${nodes[0]}" 2>/dev/null || { why_skip="cannot create network namespaces here"; return 1; }
+  netns_ready=1
+  ip netns add "${nodes[1]}"
+  ip link add "$bridge" type bridge
+  ip link set "$bridge" up
+  for i in 0 1; do
+    ip link add "vf$tag$i" type veth peer name eth0 netns "${nodes[$i]}"
+    ip link set "vf$tag$i" master "$bridge" up
+    ip -n "${nodes[$i]}" addr add "${addresses[$i]}/24" dev eth0
+    ip -n "${nodes[$i]}" link set eth0 up
+    ip -n "${nodes[$i]}" link set lo up
+  done
+  ip netns exec "${nodes[0]}" redis-server --port 6379 --bind "${addresses[0]}" --save "" --appendonly no \
+    --protected-mode no --daemonize no >/dev/null 2>&1 &
+  disown  # killed with the namespace; no job notice
+  for _ in $(seq 50); do
+    ip netns exec "${nodes[1]}" bash -c "exec 3<>/dev/tcp/${addresses[0]}/6379" 2>/dev/null && break
+    sleep 0.1
+  done
+}
+# start_nodes NAME RINGTRAIN_FLAGS...: one ringrun per namespace (2 workers each, world size 4),
+# logs $work/NAME.node0.log and .node1.log; sets node_jobs.
+start_nodes() {
+  local name=$1 i
+  shift
+  node_jobs=()
+  for i in 0 1; do
+    ip netns exec "${nodes[$i]}" env RINGTORCH_HOST_ID="fault-node$i" setsid "$ringrun" --nnodes 2 --node_rank "$i" \
+      --nproc_per_node 2 --use_env --rdzv_endpoint "redis://${addresses[0]}:6379/0" --run_id "$name-$tag" \
+      --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" "$@" >"$work/$name.node$i.log" 2>&1 &
+    node_jobs+=($!)
+    background+=($!)
+  done
+  log=$work/$name.node0.log
+}
+node_case() {  # NAME FAULT EXPECTATION: FAULT is a function run once training is under way
+  local name=$1 fault=$2 expect=$3 t0 rc0 secs
+  setup_netns || { verdict "$name" SKIP "$expect" "$why_skip"; return; }
+  start_nodes "$name" --epochs 30
+  disown "${node_jobs[1]}"  # the fault may kill it; only node 0's exit is checked
+  wait_for "$work/$name.node0.log" "Epoch \[1/" 180 || { verdict "$name" FAIL "$expect" "training never started"; cleanup_case; return; }
+  t0=$(now)
+  $fault
+  wait_exit "${node_jobs[0]}" $((timeout_s + 50))
+  rc0=$status
+  secs=$(since "$t0")
+  cat "$work/$name.node0.log" "$work/$name.node1.log" >"$work/$name.log"
+  log=$work/$name.log
+  if [ "$rc0" != 0 ] && [ "$rc0" != 124 ]; then
+    verdict "$name" PASS "$expect" "node 0 exit $rc0 ${secs} s after the fault: $(grep -m1 -o '\[rank [0-9]*/[0-9]*\] [a-z]* #[0-9]* (group [^,]*, [^)]*) \(timed out\|lost a peer\) after at most [0-9]* s' "$work/$name.node0.log")"
+  else
+    verdict "$name" FAIL "$expect" "node 0 exit $rc0 ${secs} s after the fault"
+  fi
+  cleanup_case
+  # node 1's processes (stopped ones too) go; node 0's Redis stays for the next case
+  ip netns pids "${nodes[1]}" 2>/dev/null | xargs -r kill -9 2>/dev/null
+}
+kill_node1() { ip netns pids "${nodes[1]}" | xargs -r kill -9; }
+stop_node1() { ip netns pids "${nodes[1]}" | xargs -r kill -STOP; }
+link_down_node1() { ip link set "vf${tag}1" down; }
+case_node_kill9() { node_case node_kill9 kill_node1 "every process of node 1 killed: node 0 exits non-zero within the ${timeout_s} s timeout + 50 s"; }
+case_node_sigstop() { node_case node_sigstop stop_node1 "every process of node 1 stopped: node 0 exits non-zero within the ${timeout_s} s timeout + 50 s"; }
+case_link_down() {
+  node_case link_down link_down_node1 "node 1's link down: node 0 exits non-zero within the ${timeout_s} s timeout + 50 s"
+  ip link set "vf${tag}1" up 2>/dev/null
+}
+
+case_packet_loss_1pct() {
+  local expect="1% of node 1's packets dropped (nftables, both ways): the job finishes, exit 0 on both nodes, ranks identical" rc0 rc1 json
+  setup_netns || { verdict packet_loss_1pct SKIP "$expect" "$why_skip"; return; }
+  command -v nft >/dev/null || { verdict packet_loss_1pct SKIP "$expect" "no nft (apt-get install nftables)"; return; }
+  ip netns exec "${nodes[1]}" nft -f - <<'NFT'
+table inet ringtorch_loss {
+  chain in { type filter hook input priority 0; numgen random mod 100 < 1 counter drop; }
+  chain out { type filter hook output priority 0; numgen random mod 100 < 1 counter drop; }
+}
+NFT
+  start_nodes packet_loss_1pct --epochs 5
+  wait_exit "${node_jobs[0]}" 300
+  rc0=$status
+  wait_exit "${node_jobs[1]}" 60
+  rc1=$status
+  local dropped
+  dropped=$(ip netns exec "${nodes[1]}" nft list table inet ringtorch_loss 2>/dev/null |
+    awk '/counter packets/ { for (i = 1; i <= NF; i++) if ($i == "packets") n += $(i + 1) } END { print n + 0 }')
+  ip netns exec "${nodes[1]}" nft delete table inet ringtorch_loss
+  cat "$work/packet_loss_1pct.node0.log" "$work/packet_loss_1pct.node1.log" >"$work/packet_loss_1pct.log"
+  log=$work/packet_loss_1pct.log
+  json=$(grep -o '{"device".*' "$log" | head -1)
+  if [ "$rc0" = 0 ] && [ "$rc1" = 0 ] && [ -n "$json" ] &&
+    /usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(len(set(r["parameter_checksums"])) != 1 or r["world_size"] != 4)' "$json"; then
+    verdict packet_loss_1pct PASS "$expect" "exit 0/0, 4 ranks identical, $(/usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1]); print("%.0f samples/s" % r["samples_per_s"])' "$json") ($dropped packets dropped)"
+  else
+    verdict packet_loss_1pct FAIL "$expect" "exits $rc0/$rc1"
+  fi
+  cleanup_case
+}
+
+# --- the matrix -------------------------------------------------------------------------------
+quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
+  mismatch_barrier_shm worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
+  checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
+  checkpoint_all_damaged checkpoint_other_model redis_down_before_rendezvous redis_lost_after_rendezvous)
+slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
+if [ "$list" = 1 ]; then
+  printf '%s (quick)\n' "${quick_cases[@]}"
+  printf '%s (root)\n' "${slow_cases[@]}"
+  exit 0
+fi
+for tool in "$ringrun" "$ringtrain" "$caller"; do
+  [ -x "$tool" ] || { echo "fault_matrix: $tool is missing: build first (bash scripts/setup.sh)" >&2; exit 2; }
+done
+if [ ${#selected[@]} -eq 0 ]; then
+  selected=("${quick_cases[@]}")
+  [ "$quick" = 1 ] || selected+=("${slow_cases[@]}")
+fi
+started=$(now)
+for c in "${selected[@]}"; do
+  declare -F "case_$c" >/dev/null || { echo "fault_matrix: no case '$c' (see --list)" >&2; exit 2; }
+  log=""
+  "case_$c"
+done
+echo "fault_matrix: $passed passed, $failed failed, $skipped skipped in $(since "$started") s"
+[ "$failed" = 0 ]
