@@ -5,12 +5,7 @@
 #   bash scripts/check_format.sh --fix    # rewrite them in place
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v clang-format-14 >/dev/null; then
-  echo "check_format: installing clang-format-14"
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang-format-14 >/dev/null
-fi
+bash scripts/install_packages.sh check_format clang-format-14
 mapfile -t files < <(git ls-files '*.h' '*.cc' '*.cu')
 if [ "${1:-}" = "--fix" ]; then
   clang-format-14 -i "${files[@]}"

@@ -25,16 +25,8 @@ done
 [ ${#targets[@]} -gt 0 ] || targets=(idx_reader cifar_reader init_method launch_flags job_config checkpoint)
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 
-missing=()
-for p in clang-14 libclang-rt-14-dev cmake ninja-build libtorch-dev nlohmann-json3-dev zlib1g-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "fuzz: installing ${missing[*]}"
-  if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-fi
+bash scripts/install_packages.sh fuzz clang-14 libclang-rt-14-dev cmake ninja-build libtorch-dev nlohmann-json3-dev \
+  zlib1g-dev
 
 cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 cmake --build "$BUILD_DIR" --target $(printf '%s_fuzz ' "${targets[@]}") -- -j"$(nproc)" >/dev/null
