@@ -12,39 +12,19 @@ shift || true
 if [ $# -eq 0 ]; then
   set -- "$build/apps/ringtrain" --model mlp --epochs 1 --log-interval 0
 fi
-[ "$(id -u)" = 0 ] || { echo "netns_cluster: SKIP: needs root for ip netns"; exit 77; }
-command -v ip >/dev/null || { echo "netns_cluster: SKIP: no ip (apt-get install iproute2)"; exit 77; }
 command -v redis-server >/dev/null || { echo "netns_cluster: SKIP: no redis-server"; exit 77; }
-tag=$$
-net=10.$((100 + tag % 100)).$((tag / 100 % 250)).0
-prefix=${net%.0}
-bridge=rtbr$((tag % 100000))
-nodes=(rt$tag-n0 rt$tag-n1)
-addresses=("$prefix.10" "$prefix.11")
+source "$(dirname "$0")/netns_nodes.sh"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for n in "${nodes[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null || true; done
-  for n in "${nodes[@]}"; do ip netns delete "$n" 2>/dev/null || true; done
-  ip link delete "$bridge" 2>/dev/null || true
+  netns_down
 }
 trap cleanup EXIT
-if ! ip netns add "${nodes[0]}" 2>/dev/null; then
-  echo "netns_cluster: SKIP: cannot create network namespaces here (ip netns add failed)"
-  exit 77
-fi
-ip netns add "${nodes[1]}"
-ip link add "$bridge" type bridge
-ip link set "$bridge" up
-for i in 0 1; do
-  n=${nodes[$i]}
-  ip link add "v$tag$i" type veth peer name eth0 netns "$n"
-  ip link set "v$tag$i" master "$bridge" up
-  ip -n "$n" addr add "${addresses[$i]}/24" dev eth0
-  ip -n "$n" link set eth0 up
-  ip -n "$n" link set lo up
-done
-echo "netns_cluster: nodes ${nodes[*]} at ${addresses[*]} on bridge $bridge"
+netns_up rt 2 || { echo "netns_cluster: SKIP: $netns_why"; exit 77; }
+tag=$$
+nodes=("${netns_nodes[@]}")
+addresses=("${netns_addresses[@]}")
+echo "netns_cluster: nodes ${nodes[*]} at ${addresses[*]} on bridge $netns_bridge"
 ip netns exec "${nodes[0]}" redis-server --port 6379 --bind "${addresses[0]}" --save "" --appendonly no --protected-mode no \
   --daemonize no >/dev/null 2>&1 &
 pids+=($!)

@@ -43,7 +43,6 @@ cleanup_case() {
   for p in "${background[@]}"; do wait "$p" 2>/dev/null; done  # reaped quietly
   background=()
 }
-cleanup_netns() { :; }
 trap 'cleanup_case; cleanup_netns; if [ "$keep" = 1 ]; then echo "fault_matrix: logs kept in $work"; else rm -rf "$work"; fi' EXIT
 
 passed=0 failed=0 skipped=0
@@ -142,24 +141,34 @@ start_job() {
   background+=($job)
 }
 
-case_worker_kill9() {
-  local expect="ringrun exits non-zero within 30 s naming rank 1 and SIGKILL; no worker left" t0 rc pid other
-  start_job worker_kill9 -- --epochs 20
-  wait_for "$log" "Epoch \[1/" 120 || { verdict worker_kill9 FAIL "$expect" "training never started"; cleanup_case; return; }
-  pid=$(worker_pid "$job" 1)
-  other=$(worker_pid "$job" 0)
+# worker_fault NAME SIGNAL SECONDS PATTERN EXPECTATION: a 2-worker job under way; rank 1 gets
+# SIGNAL; ringrun must exit non-zero within SECONDS, its output must match PATTERN, and neither
+# worker may be left.
+worker_fault() {
+  local name=$1 signal=$2 bound=$3 pattern=$4 expect=$5 t0 rc secs pids
+  start_job "$name" -- --epochs 20
+  wait_for "$log" "Epoch \[1/" 120 || { verdict "$name" FAIL "$expect" "training never started"; cleanup_case; return; }
+  pids=("$(worker_pid "$job" 0)" "$(worker_pid "$job" 1)")
   t0=$(now)
-  kill -9 "$pid"
-  wait_exit "$job" 30
+  kill "-$signal" "${pids[1]}"
+  wait_exit "$job" "$bound"
   rc=$status
-  local secs
   secs=$(since "$t0")
-  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "rank 1 .*SIGKILL" "$log" && ! kill -0 "$other" 2>/dev/null; then
-    verdict worker_kill9 PASS "$expect" "exit $rc ${secs} s after the kill: $(grep -m1 -o 'rank 1 .*SIGKILL[^;]*' "$log")"
+  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "$pattern" "$log" && ! kill -0 "${pids[0]}" 2>/dev/null &&
+    ! kill -0 "${pids[1]}" 2>/dev/null; then
+    verdict "$name" PASS "$expect" "exit $rc ${secs} s after SIG$signal: $(grep -m1 -o "$pattern[^;]*" "$log")"
   else
-    verdict worker_kill9 FAIL "$expect" "exit $rc ${secs} s after the kill"
+    verdict "$name" FAIL "$expect" "exit $rc ${secs} s after SIG$signal"
   fi
   cleanup_case
+}
+case_worker_kill9() {
+  worker_fault worker_kill9 KILL 30 "rank 1 .*SIGKILL" \
+    "ringrun exits non-zero within 30 s naming rank 1 and SIGKILL; no worker left"
+}
+case_worker_sigstop() {
+  worker_fault worker_sigstop STOP $((timeout_s + 40)) "timed out after [0-9]* s waiting for peer rank 1" \
+    "a stopped worker: rank 0 names rank 1 within the ${timeout_s} s timeout; ringrun exits non-zero, no worker left"
 }
 
 case_worker_kill9_restart() {
@@ -173,24 +182,6 @@ case_worker_kill9_restart() {
     verdict worker_kill9_restart PASS "$expect" "exit 0; $(grep -m1 -o 'Resumed from epoch.*' "$log")"
   else
     verdict worker_kill9_restart FAIL "$expect" "exit $rc"
-  fi
-  cleanup_case
-}
-
-case_worker_sigstop() {
-  local expect="a stopped worker: rank 0 names rank 1 within the ${timeout_s} s timeout; ringrun exits non-zero, no worker left" t0 rc pid secs
-  start_job worker_sigstop -- --epochs 20
-  wait_for "$log" "Epoch \[1/" 120 || { verdict worker_sigstop FAIL "$expect" "training never started"; cleanup_case; return; }
-  pid=$(worker_pid "$job" 1)
-  t0=$(now)
-  kill -STOP "$pid"
-  wait_exit "$job" $((timeout_s + 40))
-  rc=$status
-  secs=$(since "$t0")
-  if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "timed out after [0-9]* s waiting for peer rank 1" "$log" && ! kill -0 "$pid" 2>/dev/null; then
-    verdict worker_sigstop PASS "$expect" "exit $rc ${secs} s after the stop: $(grep -m1 -o 'timed out after [0-9]* s waiting for peer rank 1[^;]*' "$log")"
-  else
-    verdict worker_sigstop FAIL "$expect" "exit $rc ${secs} s after the stop"
   fi
   cleanup_case
 }
@@ -341,34 +332,20 @@ case_redis_lost_after_rendezvous() {
 }
 
 # --- whole nodes and links (root: two network namespaces on a bridge) -------------------------
+source "$here/../../scripts/netns_nodes.sh"
 netns_ready=""
-nodes=(rtf$tag-n0 rtf$tag-n1)
-net_prefix=10.$((100 + tag % 100)).$((tag / 100 % 250))
-addresses=("$net_prefix.10" "$net_prefix.11")
-bridge=rtfbr$((tag % 100000))
 cleanup_netns() {
   [ -n "$netns_ready" ] || return 0
-  for n in "${nodes[@]}"; do ip netns pids "$n" 2>/dev/null | xargs -r kill -9 2>/dev/null; done
-  for n in "${nodes[@]}"; do ip netns delete "$n" 2>/dev/null; done
-  ip link delete "$bridge" 2>/dev/null
+  netns_down
   netns_ready=""
 }
 setup_netns() {
   [ -n "$netns_ready" ] && return 0
-  [ "$(id -u)" = 0 ] || { why_skip="needs root (ip netns)"; return 1; }
   command -v redis-server >/dev/null || { why_skip="no redis-server"; return 1; }
-  ip netns add "${nodes[0]}" 2>/dev/null || { why_skip="cannot create network namespaces here"; return 1; }
+  netns_up rtf 2 || { why_skip=$netns_why; netns_down; return 1; }
   netns_ready=1
-  ip netns add "${nodes[1]}"
-  ip link add "$bridge" type bridge
-  ip link set "$bridge" up
-  for i in 0 1; do
-    ip link add "vf$tag$i" type veth peer name eth0 netns "${nodes[$i]}"
-    ip link set "vf$tag$i" master "$bridge" up
-    ip -n "${nodes[$i]}" addr add "${addresses[$i]}/24" dev eth0
-    ip -n "${nodes[$i]}" link set eth0 up
-    ip -n "${nodes[$i]}" link set lo up
-  done
+  nodes=("${netns_nodes[@]}")
+  addresses=("${netns_addresses[@]}")
   ip netns exec "${nodes[0]}" redis-server --port 6379 --bind "${addresses[0]}" --save "" --appendonly no \
     --protected-mode no --daemonize no >/dev/null 2>&1 &
   disown  # killed with the namespace; no job notice
@@ -406,7 +383,7 @@ node_case() {  # NAME FAULT EXPECTATION: FAULT is a function run once training i
   cat "$work/$name.node0.log" "$work/$name.node1.log" >"$work/$name.log"
   log=$work/$name.log
   if [ "$rc0" != 0 ] && [ "$rc0" != 124 ]; then
-    verdict "$name" PASS "$expect" "node 0 exit $rc0 ${secs} s after the fault: $(grep -m1 -o '\[rank [0-9]*/[0-9]*\] [a-z]* #[0-9]* (group [^,]*, [^)]*) \(timed out\|lost a peer\) after at most [0-9]* s' "$work/$name.node0.log")"
+    verdict "$name" PASS "$expect" "node 0 exit $rc0 ${secs} s after the fault: $(grep -m1 -o '\[rank [0-9]*/[0-9]*\] [a-z]* #[0-9]* (group [^,]*, [^)]*) \(timed out\|lost a peer\) after at most [0-9]* s' "$work/$name.node0.log") ... $(grep -m1 -o '(its peer rank [^)]*)' "$work/$name.node0.log")"
   else
     verdict "$name" FAIL "$expect" "node 0 exit $rc0 ${secs} s after the fault"
   fi
@@ -416,12 +393,12 @@ node_case() {  # NAME FAULT EXPECTATION: FAULT is a function run once training i
 }
 kill_node1() { ip netns pids "${nodes[1]}" | xargs -r kill -9; }
 stop_node1() { ip netns pids "${nodes[1]}" | xargs -r kill -STOP; }
-link_down_node1() { ip link set "vf${tag}1" down; }
+link_down_node1() { ip link set "${netns_links[1]}" down; }
 case_node_kill9() { node_case node_kill9 kill_node1 "every process of node 1 killed: node 0 exits non-zero within the ${timeout_s} s timeout + 50 s"; }
 case_node_sigstop() { node_case node_sigstop stop_node1 "every process of node 1 stopped: node 0 exits non-zero within the ${timeout_s} s timeout + 50 s"; }
 case_link_down() {
   node_case link_down link_down_node1 "node 1's link down: node 0 exits non-zero within the ${timeout_s} s timeout + 50 s"
-  ip link set "vf${tag}1" up 2>/dev/null
+  ip link set "${netns_links[1]}" up 2>/dev/null
 }
 
 case_packet_loss_1pct() {
