@@ -109,6 +109,28 @@ const State& as(const OptimizerParamState& state) {
   return dynamic_cast<const State&>(state);
 }
 
+// Adam and AdamW keep the same fields in two param-state classes.
+template <typename State>
+Fields save_adam_like(const OptimizerParamState& s) {
+  const auto& a = as<State>(s);
+  Fields f = new_fields();
+  f.insert("step", a.step());
+  put(f, "exp_avg", a.exp_avg());
+  put(f, "exp_avg_sq", a.exp_avg_sq());
+  put(f, "max_exp_avg_sq", a.max_exp_avg_sq());
+  return f;
+}
+
+template <typename State>
+std::unique_ptr<OptimizerParamState> load_adam_like(FieldReader& r) {
+  auto s = std::make_unique<State>();
+  s->step(r.step());
+  s->exp_avg(r.tensor("exp_avg"));
+  s->exp_avg_sq(r.tensor("exp_avg_sq"));
+  s->max_exp_avg_sq(r.tensor("max_exp_avg_sq", /*required=*/false));
+  return s;
+}
+
 const Kind kKinds[] = {
     {"sgd", is_a<torch::optim::SGD>,
      [](const OptimizerParamState& s) {
@@ -121,42 +143,10 @@ const Kind kKinds[] = {
        s->momentum_buffer(r.tensor("momentum_buffer"));
        return s;
      }},
-    {"adam", is_a<torch::optim::Adam>,
-     [](const OptimizerParamState& s) {
-       const auto& a = as<torch::optim::AdamParamState>(s);
-       Fields f = new_fields();
-       f.insert("step", a.step());
-       put(f, "exp_avg", a.exp_avg());
-       put(f, "exp_avg_sq", a.exp_avg_sq());
-       put(f, "max_exp_avg_sq", a.max_exp_avg_sq());
-       return f;
-     },
-     [](FieldReader& r) -> std::unique_ptr<OptimizerParamState> {
-       auto s = std::make_unique<torch::optim::AdamParamState>();
-       s->step(r.step());
-       s->exp_avg(r.tensor("exp_avg"));
-       s->exp_avg_sq(r.tensor("exp_avg_sq"));
-       s->max_exp_avg_sq(r.tensor("max_exp_avg_sq", /*required=*/false));
-       return s;
-     }},
-    {"adamw", is_a<torch::optim::AdamW>,
-     [](const OptimizerParamState& s) {
-       const auto& a = as<torch::optim::AdamWParamState>(s);
-       Fields f = new_fields();
-       f.insert("step", a.step());
-       put(f, "exp_avg", a.exp_avg());
-       put(f, "exp_avg_sq", a.exp_avg_sq());
-       put(f, "max_exp_avg_sq", a.max_exp_avg_sq());
-       return f;
-     },
-     [](FieldReader& r) -> std::unique_ptr<OptimizerParamState> {
-       auto s = std::make_unique<torch::optim::AdamWParamState>();
-       s->step(r.step());
-       s->exp_avg(r.tensor("exp_avg"));
-       s->exp_avg_sq(r.tensor("exp_avg_sq"));
-       s->max_exp_avg_sq(r.tensor("max_exp_avg_sq", /*required=*/false));
-       return s;
-     }},
+    {"adam", is_a<torch::optim::Adam>, save_adam_like<torch::optim::AdamParamState>,
+     load_adam_like<torch::optim::AdamParamState>},
+    {"adamw", is_a<torch::optim::AdamW>, save_adam_like<torch::optim::AdamWParamState>,
+     load_adam_like<torch::optim::AdamWParamState>},
     {"adagrad", is_a<torch::optim::Adagrad>,
      [](const OptimizerParamState& s) {
        const auto& a = as<torch::optim::AdagradParamState>(s);

@@ -325,49 +325,53 @@ void replace_entry(const std::string& path, const std::string& key, const c10::I
   std::ofstream(path + ".crc32", std::ios::trunc) << std::hex << crc << std::dec << " " << out.size() << "\n";
 }
 
+// A model after one SGD step with momentum, and its checkpoint (step 1) in a fresh directory.
+struct SavedCheckpoint {
+  testing::TempDir dir;
+  Checkpointer checkpoints{dir.path()};
+  Net trained;
+  torch::optim::SGD sgd{trained->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9)};
+  std::string path;
+  SavedCheckpoint() {
+    train_step(trained, sgd);
+    path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
+  }
+};
+
 // Before: the weights of a checkpoint whose optimizer state could not be loaded were already in
 // the model when it was skipped, so the "fresh" start began from them, and nothing said that no
 // checkpoint had been loaded; LibTorch's stack trace filled the warning.
 TEST(Checkpoint, ADamagedOptimizerStateLeavesTheModelAsItWas) {
-  testing::TempDir dir;
-  Checkpointer checkpoints(dir.path());
-  Net trained;
-  torch::optim::SGD sgd(trained->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  train_step(trained, sgd);
-  const std::string path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
-  replace_entry(path, "optimizer_state", std::string("not an optimizer state"));
+  SavedCheckpoint saved;
+  replace_entry(saved.path, "optimizer_state", std::string("not an optimizer state"));
   Net fresh;
   const at::Tensor before = flat(*fresh).clone();
   torch::optim::SGD fresh_sgd(fresh->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   StderrCapture warnings;
-  const auto loaded = checkpoints.load_latest(*fresh, &fresh_sgd);
+  const auto loaded = saved.checkpoints.load_latest(*fresh, &fresh_sgd);
   const std::string text = warnings.finish();
   EXPECT_FALSE(loaded.has_value());
   EXPECT_TRUE(at::equal(flat(*fresh), before)) << "the skipped checkpoint's weights stayed in the model";
-  EXPECT_FALSE(at::equal(flat(*fresh), flat(*trained)));
-  EXPECT_NE(text.find("skipping checkpoint " + path + ": "), std::string::npos) << text;
+  EXPECT_FALSE(at::equal(flat(*fresh), flat(*saved.trained)));
+  EXPECT_NE(text.find("skipping checkpoint " + saved.path + ": "), std::string::npos) << text;
   EXPECT_EQ(text.find("frame #"), std::string::npos) << "a stack trace inside the warning: " << text;
-  EXPECT_NE(text.find("none of the 1 checkpoints in " + dir.path() + " could be loaded"), std::string::npos) << text;
+  EXPECT_NE(text.find("none of the 1 checkpoints in " + saved.dir.path() + " could be loaded"), std::string::npos)
+      << text;
   train_step(fresh, fresh_sgd);  // the optimizer is still usable
 }
 
 // Format 1 kept LibTorch's optimizer archive (a TorchScript module) as bytes; loading it compiles
 // the code in the file, which crashed on damaged code (tests/fuzz). Its weights still load.
 TEST(Checkpoint, AFormatOneCheckpointLoadsItsWeightsAndSaysTheOptimizerStartsFresh) {
-  testing::TempDir dir;
-  Checkpointer checkpoints(dir.path());
-  Net trained;
-  torch::optim::SGD sgd(trained->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  train_step(trained, sgd);
-  const std::string path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
-  replace_entry(path, "optimizer_state", c10::IValue());
-  replace_entry(path, "optimizer", at::zeros({16}, at::kByte));
+  SavedCheckpoint saved;
+  replace_entry(saved.path, "optimizer_state", c10::IValue());
+  replace_entry(saved.path, "optimizer", at::zeros({16}, at::kByte));
   Net fresh;
   torch::optim::SGD fresh_sgd(fresh->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   StderrCapture warnings;
-  ASSERT_TRUE(checkpoints.load_latest(*fresh, &fresh_sgd).has_value());
+  ASSERT_TRUE(saved.checkpoints.load_latest(*fresh, &fresh_sgd).has_value());
   const std::string text = warnings.finish();
-  EXPECT_TRUE(at::equal(flat(*fresh), flat(*trained)));
+  EXPECT_TRUE(at::equal(flat(*fresh), flat(*saved.trained)));
   EXPECT_TRUE(fresh_sgd.state().empty());
   EXPECT_NE(text.find("(format 1), which is no longer loaded"), std::string::npos) << text;
 }
