@@ -12,7 +12,7 @@ int parse_int_in_range(const std::string& text, long long min, long long max, co
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE) {
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE) {
     throw InvalidArgumentError(str_cat(what, ": '", text, "' is not an integer"));
   }
   if (v < min || v > max) {
@@ -25,7 +25,7 @@ double parse_number(const std::string& text, const std::string& what) {
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v)) {
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(v)) {
     throw InvalidArgumentError(str_cat(what, ": '", text, "' is not a number"));
   }
   return v;
@@ -41,7 +41,7 @@ std::chrono::milliseconds parse_seconds(const std::string& text, const std::stri
   errno = 0;
   char* end = nullptr;
   double seconds = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(seconds)) {
+  if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(seconds)) {
     throw InvalidArgumentError(str_cat(what, ": '", text, "' is not a number of seconds"));
   }
   if (seconds <= 0) throw InvalidArgumentError(str_cat(what, ": ", text, " must be positive (seconds)"));

@@ -1,5 +1,6 @@
 #include "rendezvous/init_method.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -53,11 +54,12 @@ std::string percent_decode(const std::string& in, const std::string& shown) {
   for (size_t i = 0; i < in.size(); ++i) {
     if (in[i] == '%') {
       if (i + 2 >= in.size()) fail(shown, "truncated %-escape");
-      char hex[3] = {in[i + 1], in[i + 2], 0};
-      char* end = nullptr;
-      long v = std::strtol(hex, &end, 16);
-      if (end != hex + 2) fail(shown, "bad %-escape '%" + std::string(hex) + "'");
-      out.push_back(static_cast<char>(v));
+      const char hex[3] = {in[i + 1], in[i + 2], 0};
+      // Two hex digits exactly (strtol alone would take "%-1" or "% f")
+      if (!std::isxdigit(static_cast<unsigned char>(hex[0])) || !std::isxdigit(static_cast<unsigned char>(hex[1]))) {
+        fail(shown, "bad %-escape '%" + std::string(hex, 2) + "'");
+      }
+      out.push_back(static_cast<char>(std::strtol(hex, nullptr, 16)));
       i += 2;
     } else {
       out.push_back(in[i]);

@@ -85,7 +85,17 @@ INSTANTIATE_TEST_SUITE_P(
                       BadUrl{"tcp://h:1?timeout=1e300", "more than the longest timeout, 2592000 (30 days)"},
                       BadUrl{"tcp://h:1?timeout=1e10", "more than the longest timeout"},
                       BadUrl{"tcp://h:1?timeout=1e-9", "below 1 ms"}, BadUrl{"tcp://[::1:5", "unterminated"},
-                      BadUrl{"file:///tmp/a%2", "truncated"}));
+                      BadUrl{"file:///tmp/a%2", "truncated"}, BadUrl{"file:///tmp/a%-1", "bad %-escape '%-1'"},
+                      BadUrl{"file:///tmp/a% f", "bad %-escape"}));
+
+// Numbers are read to the last byte: "01\0garbage" is not 1 (strtod stops at the NUL; the init
+// method fuzzer found a URL whose timeout read so, with the password echoed after it).
+TEST(InitMethod, EmbeddedNulBytesAreRejected) {
+  for (const std::string& url : {std::string("tcp://h:1?timeout=01\0x", 22), std::string("tcp://h:1\0", 10),
+                                 std::string("tcp://h:1?rank=0\0&world_size=2", 30)}) {
+    EXPECT_THROW(parse_init_method(url), InvalidArgumentError) << url.size();
+  }
+}
 
 TEST(InitMethod, MasksPasswordInErrors) {
   try {
