@@ -79,10 +79,17 @@ wait_exit() {
   wait "$1"
   status=$?
 }
+# The child processes of PID, from /proc (no procps needed).
+children_of() {
+  local d
+  for d in /proc/[0-9]*; do
+    [ "$(sed 's/.*) //' "$d/stat" 2>/dev/null | cut -d' ' -f2)" = "$1" ] && echo "${d#/proc/}"
+  done
+}
 # The pid of ringrun's worker of RANK, under ringrun PID.
 worker_pid() {
   local p
-  for p in $(pgrep -P "$1"); do
+  for p in $(children_of "$1"); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2" && { echo "$p"; return; }
   done
 }
