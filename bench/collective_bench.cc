@@ -61,6 +61,21 @@ const std::vector<BenchCollective> kCollectives = {
        for (int k = 0; k < n; ++k) parts.push_back(pattern(k, count).narrow(0, r * block, block));
        return at::cat(parts);
      }},
+    // Pairs of ranks (0-1, 2-3, ...) exchange their inputs with send and recv at once; a rank
+    // without a partner (the last of an odd world) keeps its own.
+    {OpType::kSend, one, false, [](int64_t count, int) { return count; },
+     [](ProcessGroup& g, const at::Tensor& in, const at::Tensor& out) {
+       const int partner = g.rank() ^ 1;
+       if (partner >= g.size()) {
+         out.copy_(in);
+         return;
+       }
+       auto sent = g.send_async(in, partner);
+       auto received = g.recv_async(out, partner);
+       sent->wait();
+       received->wait();
+     },
+     [](int r, int n, int64_t count) { return pattern((r ^ 1) < n ? r ^ 1 : r, count); }},
 };
 
 at::Device bench_device(const BenchOptions& o) {
