@@ -4,8 +4,30 @@
 // thread through Gloo unbound buffers and completed by Work::wait(). A CUDA tensor travels
 // through a pinned host copy (device_staging.h): a send copies it in when posted, on the caller's
 // stream; a recv copies the received bytes to the device inside wait(), before it returns.
+//
+// Note [Point-to-point header]
+// Gloo aborts the receiving process (an exception on its own thread: std::terminate) when a
+// message is longer than the buffer posted for it, and silently completes a receive that gets a
+// shorter one. So neither side ever lets Gloo see a size the other did not agree to. Message k
+// between two ranks on one tag (k counted per peer and tag, the same way on both sides):
+//  - the sender posts a header (magic, k, count, dtype) with the first kInlineBytes of data on
+//    point_to_point_slot(tag), which the receiver posts kHeaderBytes + kInlineBytes for;
+//  - the receiver posts its own header as a reply (part 0) and, for a tensor beyond
+//    kInlineBytes, a receive of the rest (part 1), both on point_to_point_part_slot(tag, k, .);
+//  - the sender's wait() reads the reply and sends exactly the bytes the receiver posted for:
+//    the rest of its data when the two agree, zeros otherwise (a receive posted in Gloo must not
+//    be left pending: the next message on its slot would land in it).
+// Both sides compare the two headers, and a mismatch (count or dtype) is a MismatchError on both
+// ranks naming both; the group stays usable. Everything either side waits for is posted by the
+// other when it posts its send or recv, never in its wait(), so sends and receives can be waited
+// in any order (two ranks exchanging, each waiting on its send first, is the case to keep).
+// Cost: one small reply per message, and a copy of up to 64 KiB into the header.
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "runtime/comm/failure_report.h"
@@ -15,6 +37,61 @@
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
+
+namespace {
+
+constexpr int64_t kHeaderMagic = 0x7032706865616472;  // "rdaehp2p"
+constexpr size_t kHeaderWords = 4;                    // magic, k, count, dtype
+constexpr size_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
+constexpr size_t kInlineBytes = size_t{64} << 10;
+constexpr uint32_t kReply = 0, kBulk = 1;
+
+struct Header {
+  int64_t count = 0;
+  int64_t dtype = 0;
+  size_t bytes() const { return static_cast<size_t>(count) * c10::elementSize(static_cast<c10::ScalarType>(dtype)); }
+  bool operator==(const Header& other) const { return count == other.count && dtype == other.dtype; }
+  std::string describe() const { return str_cat(count, " ", dtype_name(static_cast<c10::ScalarType>(dtype))); }
+};
+
+void write_header(char* to, uint32_t k, const Header& h) {
+  const int64_t words[kHeaderWords] = {kHeaderMagic, static_cast<int64_t>(k), h.count, h.dtype};
+  std::memcpy(to, words, kHeaderBytes);
+}
+
+Header read_header(const char* from, uint32_t k, const std::string& description, int peer) {
+  int64_t words[kHeaderWords];
+  std::memcpy(words, from, kHeaderBytes);
+  if (words[0] != kHeaderMagic || words[1] != static_cast<int64_t>(k) || words[2] < 0 || words[3] < 0 ||
+      words[3] >= static_cast<int64_t>(c10::ScalarType::NumOptions)) {
+    throw IoError(str_cat(description, ": rank ", peer,
+                          "'s message has no ringtorch point-to-point header (is the peer another program, or "
+                          "another ringtorch version?)"));
+  }
+  return Header{words[2], words[3]};
+}
+
+// The part of a tensor of `bytes` that does not ride in its header message.
+size_t bulk_of(size_t bytes) { return bytes - std::min(bytes, kInlineBytes); }
+
+// Gloo's failure of one wait, as a ringtorch error of this send or recv.
+[[noreturn]] void rethrow_wait_failure(const std::exception& e, const std::string& description,
+                                       std::chrono::milliseconds timeout, int rank, int peer) {
+  std::rethrow_exception(operation_failure(read_gloo_failure(e.what()).kind, description, e.what(), "", timeout,
+                                           FailureSite{rank, peer, description}));
+}
+
+std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+}
+
+}  // namespace
+
+uint32_t ProcessGroup::next_point_to_point_number(bool sending, int peer, uint32_t tag) {
+  std::lock_guard<std::mutex> lock(point_to_point_mutex_);
+  return (sending ? sends_posted_ : recvs_posted_)[{peer, tag}]++;
+}
 
 std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::Tensor& tensor, int peer, uint32_t tag,
                                                         Timeout call_timeout) {
@@ -33,28 +110,92 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
   }
   auto staging = std::make_shared<DeviceStaging>();
   const at::Tensor wire = staging->host(tensor, /*copy_in=*/sending, /*copy_back=*/!sending);
-  std::shared_ptr<gloo::transport::UnboundBuffer> buffer =
-      context_->createUnboundBuffer(wire.data_ptr(), wire.nbytes());
+  char* data = static_cast<char*>(wire.data_ptr());
+  const Header mine{tensor.numel(), static_cast<int64_t>(tensor.scalar_type())};
+  const size_t bytes = wire.nbytes();
+  const uint32_t k = next_point_to_point_number(sending, peer, tag);
+  // Note [Point-to-point header]. `message`: the sender's header message, or the receiver's
+  // room for it; `reply`: the receiver's header, sent back. The waiter keeps both alive.
+  const size_t inline_bytes = std::min(bytes, kInlineBytes);
+  auto message = std::make_shared<std::vector<char>>(kHeaderBytes + (sending ? inline_bytes : kInlineBytes));
+  auto reply = std::make_shared<std::vector<char>>(kHeaderBytes);
+  std::shared_ptr<gloo::transport::UnboundBuffer> message_buffer =
+      context_->createUnboundBuffer(message->data(), message->size());
+  std::shared_ptr<gloo::transport::UnboundBuffer> reply_buffer =
+      context_->createUnboundBuffer(reply->data(), reply->size());
+  std::shared_ptr<gloo::transport::UnboundBuffer> bulk_buffer;
   if (sending) {
-    buffer->send(peer, point_to_point_slot(tag));
+    write_header(message->data(), k, mine);
+    if (inline_bytes > 0) std::memcpy(message->data() + kHeaderBytes, data, inline_bytes);
+    message_buffer->send(peer, point_to_point_slot(tag));
+    reply_buffer->recv(peer, point_to_point_part_slot(tag, k, kReply));
   } else {
-    buffer->recv(peer, point_to_point_slot(tag));
-  }
-  // The waiter holds the context too: the buffer needs its pairs even if the group goes first;
-  // and `wire`, which for a CUDA send is the host copy the buffer points into.
-  work->set_waiter([context = context_, buffer, wire, staging, sending, rank = rank_, peer,
-                    description = work->description()](std::chrono::milliseconds timeout) {
-    try {
-      if (sending) {
-        buffer->waitSend(timeout);
-      } else {
-        buffer->waitRecv(timeout);
-      }
-    } catch (const std::exception& e) {
-      std::rethrow_exception(operation_failure(read_gloo_failure(e.what()).kind, description, e.what(), "", timeout,
-                                               FailureSite{rank, peer, description}));
+    message_buffer->recv(peer, point_to_point_slot(tag));
+    write_header(reply->data(), k, mine);
+    reply_buffer->send(peer, point_to_point_part_slot(tag, k, kReply));
+    if (bulk_of(bytes) > 0) {
+      bulk_buffer = context_->createUnboundBuffer(data + kInlineBytes, bulk_of(bytes));
+      bulk_buffer->recv(peer, point_to_point_part_slot(tag, k, kBulk));
     }
-    staging->copy_back();  // a CUDA recv: the received bytes go to the device
+  }
+  // The waiter holds the context too: the buffers need its pairs even if the group goes first;
+  // and `wire`, which for a CUDA tensor is the host copy the buffers point into.
+  work->set_waiter([context = context_, message, reply, message_buffer, reply_buffer, bulk_buffer, wire, staging,
+                    sending, rank = rank_, peer, tag, k, mine,
+                    description = work->description()](std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char* data = static_cast<char*>(wire.data_ptr());
+    Header theirs;
+    if (sending) {
+      try {
+        message_buffer->waitSend(timeout);
+        reply_buffer->waitRecv(left_until(deadline));
+        theirs = read_header(reply->data(), k, description, peer);
+        // Exactly what the receiver posted for: our data when we agree, zeros otherwise.
+        const size_t wanted = bulk_of(theirs.bytes());
+        if (wanted > 0) {
+          std::vector<char> zeros;
+          char* from = data + kInlineBytes;
+          if (!(theirs == mine)) {
+            zeros.resize(wanted);
+            from = zeros.data();
+          }
+          auto rest = context->createUnboundBuffer(from, wanted);
+          rest->send(peer, point_to_point_part_slot(tag, k, kBulk));
+          rest->waitSend(left_until(deadline));
+        }
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        rethrow_wait_failure(e, description, timeout, rank, peer);
+      }
+    } else {
+      try {
+        message_buffer->waitRecv(timeout);
+        theirs = read_header(message->data(), k, description, peer);
+        reply_buffer->waitSend(left_until(deadline));
+        if (bulk_buffer) bulk_buffer->waitRecv(left_until(deadline));
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception& e) {
+        rethrow_wait_failure(e, description, timeout, rank, peer);
+      }
+    }
+    if (!(theirs == mine)) {
+      const Header& sent = sending ? mine : theirs;
+      const Header& received = sending ? theirs : mine;
+      std::rethrow_exception(make_error(
+          ErrorKind::kMismatch,
+          str_cat(description, ": ", sending ? "this rank sent " : str_cat("rank ", peer, " sent "), sent.describe(),
+                  " on tag ", tag, ", ", sending ? str_cat("rank ", peer, " receives ") : "this rank receives ",
+                  received.describe(), "; a send and its recv must have the same number of elements and dtype"),
+          FailureSite{rank, peer, description}));
+    }
+    if (!sending) {
+      const size_t inline_bytes = std::min(wire.nbytes(), kInlineBytes);
+      if (inline_bytes > 0) std::memcpy(data, message->data() + kHeaderBytes, inline_bytes);  // never from null
+      staging->copy_back();  // a CUDA recv: the received bytes go to the device
+    }
   });
   return work;
 }

@@ -43,10 +43,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <utility>
 #include <vector>
 
 #include "runtime/comm/group_setup.h"
@@ -190,6 +193,8 @@ class ProcessGroup {
 
   std::shared_ptr<Work> post_point_to_point(bool sending, const at::Tensor& tensor, int peer, uint32_t tag,
                                             Timeout timeout);
+  // k of Note [Point-to-point header]: this rank's sends (or recvs) to (from) `peer` on `tag` so far.
+  uint32_t next_point_to_point_number(bool sending, int peer, uint32_t tag);
 
   std::string context_prefix() const;  // "[rank 0/2] "
   void check_member(OpType op) const;
@@ -227,6 +232,9 @@ class ProcessGroup {
   std::unique_ptr<OperationQueue> queue_;  // null for a non-member
 
   std::atomic<int> subgroups_created_{0};  // new_group calls so far: names each subgroup's keys
+  // Messages posted per (peer, tag), each direction (point_to_point.cc); guarded by the mutex.
+  std::mutex point_to_point_mutex_;
+  std::map<std::pair<int, uint32_t>, uint32_t> sends_posted_, recvs_posted_;
 };
 
 }  // namespace ringtorch

@@ -63,6 +63,19 @@ TEST(TagSpace, OperationAndCreationTagsAreApart) {
     EXPECT_GE(direct_allreduce_slot(tag), uint64_t{1} << 32);
     EXPECT_NE(fingerprint_slot(), point_to_point_slot(tag));
     EXPECT_NE(fingerprint_slot(), direct_allreduce_slot(tag));
+    for (uint32_t k : {0u, 1u, 1023u, 1024u, 0xFFFFFFFFu}) {
+      for (uint32_t part : {0u, 1u}) {
+        const uint64_t slot = point_to_point_part_slot(tag, k, part);
+        EXPECT_EQ(slot >> 56, 0u);
+        EXPECT_GE(slot, uint64_t{1} << 32);
+        EXPECT_NE(slot, point_to_point_slot(tag));
+        EXPECT_NE(slot, direct_allreduce_slot(tag));
+        EXPECT_NE(slot, fingerprint_slot());
+        EXPECT_EQ(slot & 0xFFFFFFFFu, tag);
+      }
+      EXPECT_NE(point_to_point_part_slot(tag, k, 0), point_to_point_part_slot(tag, k, 1));
+    }
+    EXPECT_NE(point_to_point_part_slot(tag, 0, 1), point_to_point_part_slot(tag, 1, 1));
   }
   EXPECT_EQ(fingerprint_slot() >> 56, 0u);
 }

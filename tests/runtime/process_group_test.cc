@@ -281,6 +281,84 @@ TEST(ProcessGroup, SendAndRecvInBothDirectionsAtOnce) {
   });
 }
 
+// Before: Gloo aborted the receiving process (std::terminate) for a send longer than its recv,
+// and completed a recv of a shorter or differently typed send silently (Note [Point-to-point
+// header]). Now both ranks name both calls, and the group and the tag go on working.
+TEST(ProcessGroup, MismatchedSendAndRecvAreNamedOnBothRanks) {
+  struct Case {
+    at::Tensor sent, received;
+    std::string on_sender, on_receiver;
+  };
+  const std::vector<Case> cases = {
+      {at::ones({8}), at::empty({4}), "this rank sent 8 float32 on tag 3, rank 1 receives 4 float32",
+       "rank 0 sent 8 float32 on tag 3, this rank receives 4 float32"},
+      {at::ones({4}), at::empty({8}), "this rank sent 4 float32 on tag 3, rank 1 receives 8 float32",
+       "rank 0 sent 4 float32 on tag 3, this rank receives 8 float32"},
+      {at::ones({4}, at::kInt), at::empty({16}, at::kByte), "this rank sent 4 int32 on tag 3, rank 1 receives 16 uint8",
+       "rank 0 sent 4 int32 on tag 3, this rank receives 16 uint8"},
+      {at::ones({100000}), at::empty({300000}), "this rank sent 100000 float32 on tag 3, rank 1 receives 300000",
+       "rank 0 sent 100000 float32 on tag 3, this rank receives 300000"},
+      {at::ones({300000}), at::empty({7}), "this rank sent 300000 float32 on tag 3, rank 1 receives 7",
+       "rank 0 sent 300000 float32 on tag 3, this rank receives 7"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.on_receiver);
+    std::vector<std::string> errors(2);
+    on_ranks(2, [&](ProcessGroup& group) {
+      try {
+        if (group.rank() == 0) {
+          group.send_async(c.sent, 1, 3)->wait();
+        } else {
+          group.recv_async(c.received, 0, 3)->wait();
+        }
+      } catch (const MismatchError& e) {
+        errors[group.rank()] = e.what();
+        EXPECT_EQ(e.site().peer, 1 - group.rank());
+      }
+      at::Tensor big = at::arange(300000, at::kFloat) * (group.rank() + 1);
+      if (group.rank() == 0) {
+        group.send_async(big, 1, 3)->wait();
+      } else {
+        group.recv_async(big, 0, 3)->wait();
+        EXPECT_TRUE(at::equal(big, at::arange(300000, at::kFloat)));
+      }
+    });
+    EXPECT_NE(errors[0].find(c.on_sender), std::string::npos) << errors[0];
+    EXPECT_NE(errors[1].find(c.on_receiver), std::string::npos) << errors[1];
+  }
+}
+
+// Two ranks exchanging large tensors, each waiting on its send before its recv: everything a
+// wait needs is posted by the other side's send_async/recv_async, never by its wait().
+TEST(ProcessGroup, AnExchangeWaitedSendFirstOnBothSidesCompletes) {
+  on_ranks(2, [&](ProcessGroup& group) {
+    const int peer = 1 - group.rank();
+    for (int64_t count : {int64_t{10}, int64_t{300000}}) {
+      at::Tensor out = at::full({count}, static_cast<float>(group.rank())), in = at::empty({count});
+      auto sent = group.send_async(out, peer);
+      auto received = group.recv_async(in, peer);
+      sent->wait();
+      received->wait();
+      EXPECT_TRUE(at::equal(in, at::full({count}, static_cast<float>(peer))));
+    }
+  });
+}
+
+// Messages beyond the header's inline bytes travel on a slot numbered per message: receives of
+// one tag waited in any order get their own message.
+TEST(ProcessGroup, LargeMessagesOnOneTagArriveInOrderWhateverTheWaitOrder) {
+  on_ranks(2, [&](ProcessGroup& group) {
+    std::vector<at::Tensor> tensors;
+    std::vector<std::shared_ptr<Work>> works;
+    for (int i = 0; i < 3; ++i) {
+      tensors.push_back(group.rank() == 0 ? at::full({200000}, static_cast<float>(i + 1)) : at::empty({200000}));
+      works.push_back(group.rank() == 0 ? group.send_async(tensors[i], 1, 5) : group.recv_async(tensors[i], 0, 5));
+    }
+    for (int i = 2; i >= 0; --i) works[i]->wait();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(at::equal(tensors[i], at::full({200000}, static_cast<float>(i + 1))));
+  });
+}
+
 TEST(ProcessGroup, SubgroupsHaveTheirOwnContextAndRefuseOutsiders) {
   on_ranks(4, [&](ProcessGroup& group) {
     auto evens = group.new_group({0, 2});
