@@ -4,7 +4,8 @@
 //   ringrun --standalone --nproc_per_node 2 --use_env collective_caller allreduce:float32:4 allreduce:float64:4
 //
 // Rank r makes call r (the last one when there are fewer calls than ranks): OP:DTYPE:COUNT with
-// OP allreduce|broadcast|allgather|barrier (broadcast's root is 0) and DTYPE float32|float64|
+// OP allreduce|broadcast|allgather|barrier|send|recv (broadcast's root is 0; send goes to the
+// next rank, recv takes from the previous one) and DTYPE float32|float64|
 // int32|uint8|int64. Prints "rank R: <op> done" and exits 0, or the error and exits 1.
 #include <ATen/ATen.h>
 
@@ -75,8 +76,13 @@ int run(int argc, char** argv) {
     group->allgather_async(tensor, output)->wait();
   } else if (call.op == "barrier") {
     group->barrier_async()->wait();
+  } else if (call.op == "send") {  // to the next rank
+    group->send_async(tensor, (rank + 1) % group->size())->wait();
+  } else if (call.op == "recv") {  // from the previous rank
+    group->recv_async(tensor, (rank + group->size() - 1) % group->size())->wait();
   } else {
-    throw ringtorch::InvalidArgumentError("op " + call.op + " is not one of allreduce|broadcast|allgather|barrier");
+    throw ringtorch::InvalidArgumentError("op " + call.op +
+                                          " is not one of allreduce|broadcast|allgather|barrier|send|recv");
   }
   std::printf("rank %d: %s done\n", rank, call.op.c_str());
   return 0;

@@ -98,8 +98,9 @@ train_args=(--dataset synthetic --model mlp --log-interval 0)
 # --- mismatched calls: every rank names both calls, well before the timeout -------------------
 # Two ranks started by hand (not under ringrun, which would stop the second rank when the first
 # fails), each making its own call.
-mismatch() {  # NAME SHM CALL0 CALL1
+mismatch() {  # NAME SHM CALL0 CALL1 [PATTERN0 PATTERN1: what each rank's error must say]
   local name=$1 shm=$2 port t0 rc0 rc1 secs
+  local pattern0=${5:-"this rank called .*rank 1 called"} pattern1=${6:-"this rank called .*rank 0 called"}
   port=$(free_port)
   log=$work/$name.log
   : >"$log"
@@ -117,10 +118,9 @@ mismatch() {  # NAME SHM CALL0 CALL1
   cat "$log.0" "$log.1" >"$log"
   background=()
   local expect="both ranks exit 1 naming both calls, well before the 30 s timeout"
-  if [ "$rc0" = 1 ] && [ "$rc1" = 1 ] && grep -q "this rank called .*rank 1 called" "$log.0" &&
-    grep -q "this rank called .*rank 0 called" "$log.1" &&
+  if [ "$rc0" = 1 ] && [ "$rc1" = 1 ] && grep -q "$pattern0" "$log.0" && grep -q "$pattern1" "$log.1" &&
     ! grep -q "terminate called" "$log" && awk -v s="$secs" 'BEGIN { exit !(s < 20) }'; then
-    verdict "$name" PASS "$expect" "exits $rc0/$rc1 in ${secs} s; rank 0: $(grep -m1 -o 'this rank called .*' "$log.0" | sed 's/ (\(operation\|call\) #[^)]*)//g' | cut -c1-100)"
+    verdict "$name" PASS "$expect" "exits $rc0/$rc1 in ${secs} s; rank 0: $(grep -m1 -o "${pattern0%%.*}.*" "$log.0" | sed 's/ (\(operation\|call\) #[^)]*)//g' | cut -c1-100)"
   else
     verdict "$name" FAIL "$expect" "exits $rc0/$rc1 in ${secs} s"
   fi
@@ -131,6 +131,10 @@ case_mismatch_count_tcp() { mismatch mismatch_count_tcp 0 allreduce:float32:4 al
 case_mismatch_op_tcp() { mismatch mismatch_op_tcp 0 allreduce:float32:4 broadcast:float32:4; }
 case_mismatch_dtype_shm() { mismatch mismatch_dtype_shm 1 allreduce:float32:4 allreduce:float64:4; }
 case_mismatch_barrier_shm() { mismatch mismatch_barrier_shm 1 allreduce:int64:1 barrier:float32:0; }
+case_mismatch_send_recv() {
+  mismatch mismatch_send_recv 1 send:float32:100000 recv:float32:4 "this rank sent 100000 float32 on tag 0, rank 1 receives 4" \
+    "rank 0 sent 100000 float32 on tag 0, this rank receives 4"
+}
 
 # --- a worker dies or stops -------------------------------------------------------------------
 # start_job NAME EXTRA_RINGRUN_FLAGS... -- RINGTRAIN_FLAGS...: ringrun with 2 workers in the
@@ -441,7 +445,7 @@ NFT
 
 # --- the matrix -------------------------------------------------------------------------------
 quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
-  mismatch_barrier_shm worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
+  mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
   checkpoint_all_damaged checkpoint_other_model redis_down_before_rendezvous redis_lost_after_rendezvous)
 slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
