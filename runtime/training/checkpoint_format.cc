@@ -20,6 +20,7 @@
 #include "base/error.h"
 #include "base/str_cat.h"
 #include "runtime/training/optimizer_state.h"
+#include "runtime/training/pickle_check.h"
 
 namespace ringtorch {
 namespace {
@@ -109,10 +110,14 @@ c10::TypePtr parse_plain_type(const std::string& text) {
   return torch::jit::Unpickler::defaultTypeParser(text);
 }
 
-// What torch::pickle_load does, through BoundedReader and parse_plain_type: the "data.pkl"
-// archive and its tensors.
-c10::IValue unpickle(const std::vector<char>& bytes) {
+// What torch::pickle_load does, through BoundedReader and parse_plain_type, after
+// check_pickle_structure: the "data.pkl" archive and its tensors.
+c10::IValue unpickle(const std::vector<char>& bytes, const std::string& path) {
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReader>(bytes));
+  if (reader.hasRecord("data.pkl")) {  // else LibTorch's own error says the record is missing
+    const auto [record, size] = reader.getRecord("data.pkl");
+    check_pickle_structure(static_cast<const char*>(record.get()), size, path);
+  }
   return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
                                            /*type_resolver=*/{}, /*obj_loader=*/{}, /*device=*/{}, reader,
                                            parse_plain_type);
@@ -127,7 +132,7 @@ int64_t int_entry(const c10::impl::GenericDict& dict, const char* key, const std
 
 TrainingProgress restore(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
                          torch::optim::Optimizer* optimizer) {
-  c10::IValue value = unpickle(bytes);
+  c10::IValue value = unpickle(bytes, path);
   if (!value.isGenericDict()) throw InvalidArgumentError(str_cat("checkpoint ", path, ": not a dict"));
   auto dict = value.toGenericDict();
   if (!dict.contains("model") || !dict.at("model").isGenericDict()) {

@@ -1,0 +1,102 @@
+#include "runtime/training/pickle_check.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/str_cat.h"
+
+namespace ringtorch {
+namespace {
+
+// How an opcode's argument is laid out (the pickle protocol, versions 0 to 5).
+enum class Argument : uint8_t {
+  kUnknown,  // not an opcode
+  kNone,
+  kFixed,    // `size` bytes
+  kLength,   // a little-endian length of `size` bytes, then that many bytes
+  kLines,    // `size` newline-terminated lines
+};
+
+struct Opcode {
+  Argument argument = Argument::kUnknown;
+  uint8_t size = 0;
+};
+
+struct OpcodeTable {
+  Opcode at[256];
+  OpcodeTable() {
+    for (unsigned char c : std::string("(.0122N\x88\x89}])\x8f" "aedlt\x85\x86\x87suRbQ\x81\x92\x93\x90\x91o\x94\x97\x98")) {
+      at[c] = {Argument::kNone, 0};
+    }
+    const struct {
+      unsigned char code;
+      Argument argument;
+      uint8_t size;
+    } with_arguments[] = {
+        {0x80, Argument::kFixed, 1},  {'J', Argument::kFixed, 4},   {'K', Argument::kFixed, 1},
+        {'M', Argument::kFixed, 2},   {'G', Argument::kFixed, 8},   {'q', Argument::kFixed, 1},
+        {'r', Argument::kFixed, 4},   {'h', Argument::kFixed, 1},   {'j', Argument::kFixed, 4},
+        {0x82, Argument::kFixed, 1},  {0x83, Argument::kFixed, 2},  {0x84, Argument::kFixed, 4},
+        {0x95, Argument::kFixed, 8},  {'X', Argument::kLength, 4},  {0x8c, Argument::kLength, 1},
+        {0x8d, Argument::kLength, 8}, {'B', Argument::kLength, 4},  {'C', Argument::kLength, 1},
+        {0x8e, Argument::kLength, 8}, {'T', Argument::kLength, 4},  {'U', Argument::kLength, 1},
+        {0x8a, Argument::kLength, 1}, {0x8b, Argument::kLength, 4}, {0x96, Argument::kLength, 8},
+        {'c', Argument::kLines, 2},   {'i', Argument::kLines, 2},   {'I', Argument::kLines, 1},
+        {'L', Argument::kLines, 1},   {'S', Argument::kLines, 1},   {'V', Argument::kLines, 1},
+        {'F', Argument::kLines, 1},   {'p', Argument::kLines, 1},   {'g', Argument::kLines, 1},
+        {'P', Argument::kLines, 1},
+    };
+    for (const auto& o : with_arguments) at[o.code] = {o.argument, o.size};
+  }
+};
+
+}  // namespace
+
+void check_pickle_structure(const char* data, size_t size, const std::string& path) {
+  static const OpcodeTable table;
+  auto fail = [&](size_t offset, const std::string& what) {
+    throw IoError(str_cat("checkpoint ", path, ": its pickle is damaged at byte ", offset, ": ", what));
+  };
+  size_t at = 0;
+  while (at < size) {
+    const size_t start = at;
+    const auto code = static_cast<unsigned char>(data[at++]);
+    const Opcode op = table.at[code];
+    const size_t left = size - at;
+    switch (op.argument) {
+      case Argument::kUnknown:
+        fail(start, str_cat("byte 0x", "0123456789abcdef"[code >> 4], "0123456789abcdef"[code & 15],
+                            " is no pickle opcode"));
+        break;
+      case Argument::kNone:
+        if (code == '.') return;  // STOP: what follows is not read
+        break;
+      case Argument::kFixed:
+        if (op.size > left) fail(start, "its argument runs past the end");
+        at += op.size;
+        break;
+      case Argument::kLength: {
+        if (op.size > left) fail(start, "its length runs past the end");
+        uint64_t length = 0;
+        std::memcpy(&length, data + at, op.size);  // little-endian, as the protocol and x86/ARM are
+        at += op.size;
+        if (length > size - at) {
+          fail(start, str_cat("it claims ", length, " bytes, ", size - at, " are left"));
+        }
+        at += static_cast<size_t>(length);
+        break;
+      }
+      case Argument::kLines:
+        for (int line = 0; line < op.size; ++line) {
+          const void* newline = std::memchr(data + at, '\n', size - at);
+          if (!newline) fail(start, "its argument has no end of line");
+          at = static_cast<size_t>(static_cast<const char*>(newline) - data) + 1;
+        }
+        break;
+    }
+  }
+  fail(size, "it ends before its STOP opcode");
+}
+
+}  // namespace ringtorch
