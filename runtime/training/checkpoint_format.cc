@@ -139,6 +139,11 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
     throw InvalidArgumentError(str_cat("checkpoint ", path, ": no 'model' dict"));
   }
   auto state = dict.at("model").toGenericDict();
+  for (const auto& entry : state) {
+    if (entry.value().isTensor()) {
+      check_tensor_within_storage(entry.value().toTensor(), str_cat("checkpoint ", path, ": its model entry"));
+    }
+  }
   // Strict, as load_state_dict(strict=True): same names, same shapes.
   std::vector<std::pair<std::string, at::Tensor>> targets;
   for (const auto& item : model.named_parameters()) targets.emplace_back(item.key(), item.value());
@@ -198,10 +203,18 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
       for (auto& [name, target] : targets) target.copy_(state.at(name).toTensor());
     }
     if (dict.contains("rng_state")) {
-      if (!dict.at("rng_state").isTensor()) throw IoError("its 'rng_state' entry is not a tensor");
+      // set_state reads the tensor as the generator's own bytes: exactly that many, in place.
       auto generator = at::detail::getDefaultCPUGenerator();
       std::lock_guard<std::mutex> lock(generator.mutex());
-      generator.set_state(dict.at("rng_state").toTensor());
+      const at::Tensor current = generator.get_state();
+      const c10::IValue& saved = dict.at("rng_state");
+      if (!saved.isTensor() || saved.toTensor().scalar_type() != at::kByte || !saved.toTensor().is_cpu() ||
+          !saved.toTensor().is_contiguous() || saved.toTensor().numel() != current.numel()) {
+        throw IoError(str_cat("checkpoint ", path, ": its 'rng_state' is not the CPU generator's state (",
+                              current.numel(), " bytes)"));
+      }
+      check_tensor_within_storage(saved.toTensor(), str_cat("checkpoint ", path, ": its 'rng_state'"));
+      generator.set_state(saved.toTensor());
     }
   } catch (...) {
     torch::NoGradGuard no_grad;

@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "base/str_cat.h"
+#include "runtime/training/pickle_check.h"
 
 namespace ringtorch {
 namespace {
@@ -57,6 +58,7 @@ class FieldReader {
     const c10::IValue& value = fields_.at(name);
     if (!value.isTensor()) fail(str_cat("'", name, "' is not a tensor"));
     at::Tensor t = value.toTensor();
+    check_tensor_within_storage(t, str_cat(where_, " field '", name, "'"));
     if (t.sizes() != parameter_.sizes()) {
       fail(str_cat("'", name, "' has shape ", t.sizes(), ", the parameter ", parameter_.sizes()));
     }

@@ -13,9 +13,9 @@ namespace {
 enum class Argument : uint8_t {
   kUnknown,  // not an opcode
   kNone,
-  kFixed,    // `size` bytes
-  kLength,   // a little-endian length of `size` bytes, then that many bytes
-  kLines,    // `size` newline-terminated lines
+  kFixed,   // `size` bytes
+  kLength,  // a little-endian length of `size` bytes, then that many bytes
+  kLines,   // `size` newline-terminated lines
 };
 
 struct Opcode {
@@ -26,7 +26,8 @@ struct Opcode {
 struct OpcodeTable {
   Opcode at[256];
   OpcodeTable() {
-    for (unsigned char c : std::string("(.0122N\x88\x89}])\x8f" "aedlt\x85\x86\x87suRbQ\x81\x92\x93\x90\x91o\x94\x97\x98")) {
+    for (unsigned char c : std::string("(.0122N\x88\x89}])\x8f"
+                                       "aedlt\x85\x86\x87suRbQ\x81\x92\x93\x90\x91o\x94\x97\x98")) {
       at[c] = {Argument::kNone, 0};
     }
     const struct {
@@ -66,8 +67,8 @@ void check_pickle_structure(const char* data, size_t size, const std::string& pa
     const size_t left = size - at;
     switch (op.argument) {
       case Argument::kUnknown:
-        fail(start, str_cat("byte 0x", "0123456789abcdef"[code >> 4], "0123456789abcdef"[code & 15],
-                            " is no pickle opcode"));
+        fail(start,
+             str_cat("byte 0x", "0123456789abcdef"[code >> 4], "0123456789abcdef"[code & 15], " is no pickle opcode"));
         break;
       case Argument::kNone:
         if (code == '.') return;  // STOP: what follows is not read
@@ -97,6 +98,30 @@ void check_pickle_structure(const char* data, size_t size, const std::string& pa
     }
   }
   fail(size, "it ends before its STOP opcode");
+}
+
+void check_tensor_within_storage(const at::Tensor& t, const std::string& what) {
+  auto fail = [&](const std::string& why) {
+    throw IoError(str_cat(what, " is not a dense tensor within its storage (", why, ")"));
+  };
+  if (t.layout() != at::kStrided || !t.has_storage()) fail("not strided");
+  if (t.numel() == 0) return;
+  if (t.storage_offset() < 0) fail("negative offset");
+  // The last element's index in the storage, in elements; every step checked for overflow.
+  uint64_t last = static_cast<uint64_t>(t.storage_offset());
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.stride(d) < 0) fail("negative stride");
+    uint64_t step = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(t.size(d) - 1), static_cast<uint64_t>(t.stride(d)), &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      fail("sizes and strides overflow");
+    }
+  }
+  uint64_t needed = 0;
+  if (__builtin_mul_overflow(last + 1, static_cast<uint64_t>(t.element_size()), &needed) ||
+      needed > t.storage().nbytes()) {
+    fail(str_cat("it reaches byte ", needed, " of a storage of ", t.storage().nbytes()));
+  }
 }
 
 }  // namespace ringtorch

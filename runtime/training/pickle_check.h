@@ -1,11 +1,17 @@
-// A structural check of a pickle before LibTorch's unpickler reads it: every opcode is one the
-// pickle protocol defines, and every length-prefixed argument (a string's, a bytes object's)
-// fits in what is left. LibTorch 1.13's unpickler allocates and zero-fills a string of whatever
-// length the pickle claims before it finds the data shorter: a damaged checkpoint of a few KB
-// made it touch 4 GiB (tests/fuzz/checkpoint_fuzz).
+// Checks of a checkpoint's pickle around LibTorch's unpickler, for what LibTorch 1.13 does not
+// check itself (each found by tests/fuzz/checkpoint_fuzz):
+//  - before: every opcode is one the pickle protocol defines, and every length-prefixed argument
+//    (a string's, a bytes object's) fits in what is left. The unpickler allocates and zero-fills
+//    a string of whatever length the pickle claims before it finds the data shorter: a damaged
+//    checkpoint of a few KB made it touch 4 GiB.
+//  - after: a tensor's sizes, strides and offset stay inside its storage. The unpickler builds a
+//    tensor from the file's numbers as they are (Python's torch.load refuses such a tensor), and
+//    a read of it ran past the storage (a SEGV in the CPU generator's set_state).
 //
 // Thread-safety: a pure function.
 #pragma once
+
+#include <ATen/core/Tensor.h>
 
 #include <cstddef>
 #include <string>
@@ -15,5 +21,8 @@ namespace ringtorch {
 // Throws IoError naming `path` and the offset of the first opcode that is unknown, or whose
 // argument runs past the end, or when the pickle ends before its STOP.
 void check_pickle_structure(const char* data, size_t size, const std::string& path);
+
+// Throws IoError "<what> is not a dense tensor within its storage (...)" otherwise.
+void check_tensor_within_storage(const at::Tensor& tensor, const std::string& what);
 
 }  // namespace ringtorch

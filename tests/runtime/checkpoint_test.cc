@@ -407,6 +407,27 @@ TEST(Checkpoint, APickleIsCheckedBeforeLibTorchReadsIt) {
   }
 }
 
+// LibTorch 1.13's unpickler builds a tensor from the file's sizes and strides without checking
+// them against its storage (Python's torch.load does): a fuzzed rng_state made set_state read
+// past the storage (SEGV). Every tensor a checkpoint restores is checked first.
+TEST(Checkpoint, ATensorReachingPastItsStorageIsRefused) {
+  at::Tensor fits = at::zeros({4, 3});
+  EXPECT_NO_THROW(check_tensor_within_storage(fits, "t"));
+  EXPECT_NO_THROW(check_tensor_within_storage(fits.t(), "t"));
+  EXPECT_NO_THROW(check_tensor_within_storage(fits.narrow(0, 3, 1), "t"));
+  at::Tensor past = at::zeros({4});
+  past.unsafeGetTensorImpl()->set_sizes_contiguous({100});  // what a damaged pickle can say
+  try {
+    check_tensor_within_storage(past, "its 'rng_state'");
+    FAIL() << "accepted a tensor past its storage";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("its 'rng_state' is not a dense tensor within its storage (it reaches byte "
+                                         "400 of a storage of 16)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
