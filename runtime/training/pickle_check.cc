@@ -1,5 +1,6 @@
 #include "runtime/training/pickle_check.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -75,6 +76,13 @@ void check_pickle_structure(const char* data, size_t size, const std::string& pa
         break;
       case Argument::kFixed:
         if (op.size > left) fail(start, "its argument runs past the end");
+        if (code == 'r' || code == 'j') {  // LONG_BINPUT, LONG_BINGET: a memo index
+          // The unpickler grows its memo to the index a PUT names (16 bytes an entry): a pickler
+          // numbers its memo from 0, one PUT at a time, so no index reaches the pickle's size.
+          uint32_t index = 0;
+          std::memcpy(&index, data + at, sizeof(index));
+          if (index >= size) fail(start, str_cat("it names memo entry ", index, " in a pickle of ", size, " bytes"));
+        }
         at += op.size;
         break;
       case Argument::kLength: {
@@ -92,7 +100,17 @@ void check_pickle_structure(const char* data, size_t size, const std::string& pa
         for (int line = 0; line < op.size; ++line) {
           const void* newline = std::memchr(data + at, '\n', size - at);
           if (!newline) fail(start, "its argument has no end of line");
-          at = static_cast<size_t>(static_cast<const char*>(newline) - data) + 1;
+          const size_t end = static_cast<size_t>(static_cast<const char*>(newline) - data);
+          if (code == 'p' || code == 'g') {  // PUT, GET: a memo index in decimal, bounded as above
+            const std::string text(data + at, end - at);
+            uint64_t index = 0;  // saturates at `size`
+            for (char c : text) {
+              if (c < '0' || c > '9') fail(start, "its memo index is not a number");
+              index = std::min<uint64_t>(size, index * 10 + static_cast<uint64_t>(c - '0'));
+            }
+            if (index >= size) fail(start, str_cat("it names memo entry ", text, " in a pickle of ", size, " bytes"));
+          }
+          at = end + 1;
         }
         break;
     }

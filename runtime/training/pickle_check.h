@@ -1,9 +1,10 @@
 // Checks of a checkpoint's pickle around LibTorch's unpickler, for what LibTorch 1.13 does not
 // check itself (each found by tests/fuzz/checkpoint_fuzz):
 //  - before: every opcode is one the pickle protocol defines, and every length-prefixed argument
-//    (a string's, a bytes object's) fits in what is left. The unpickler allocates and zero-fills
-//    a string of whatever length the pickle claims before it finds the data shorter: a damaged
-//    checkpoint of a few KB made it touch 4 GiB.
+//    (a string's, a bytes object's) fits in what is left, and no memo index reaches the pickle's
+//    size. The unpickler allocates and zero-fills a string of whatever length the pickle claims
+//    before it finds the data shorter (a damaged checkpoint of a few KB made it touch 4 GiB),
+//    and grows its memo to whatever index a PUT names (10 GB asked for).
 //  - after: a tensor's sizes, strides and offset stay inside its storage. The unpickler builds a
 //    tensor from the file's numbers as they are (Python's torch.load refuses such a tensor), and
 //    a read of it ran past the storage (a SEGV in the CPU generator's set_state).

@@ -392,6 +392,8 @@ TEST(Checkpoint, APickleIsCheckedBeforeLibTorchReadsIt) {
        "at byte 2: it claims 4294967295 bytes, 3 are left"},
       {std::string("\x80\x02\xff.", 4), "at byte 2: byte 0xff is no pickle opcode"},
       {std::string("\x80\x02N", 3), "at byte 3: it ends before its STOP opcode"},
+      {std::string("\x80\x02Nr\x00\x00\x00\x40.", 9), "at byte 3: it names memo entry 1073741824 in a pickle of 9"},
+      {std::string("\x80\x02Np99999\n.", 12), "at byte 3: it names memo entry 99999 in a pickle of 12"},
       {std::string("\x80\x02"
                    "cbuiltins\nlist",
                    16),
