@@ -113,6 +113,7 @@ c10::TypePtr parse_plain_type(const std::string& text) {
 // What torch::pickle_load does, through BoundedReader and parse_plain_type, after
 // check_pickle_structure: the "data.pkl" archive and its tensors.
 c10::IValue unpickle(const std::vector<char>& bytes, const std::string& path) {
+  check_zip_entry_sizes(bytes.data(), bytes.size(), path);
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReader>(bytes));
   if (reader.hasRecord("data.pkl")) {  // else LibTorch's own error says the record is missing
     const auto [record, size] = reader.getRecord("data.pkl");

@@ -5,6 +5,9 @@
 //    size. The unpickler allocates and zero-fills a string of whatever length the pickle claims
 //    before it finds the data shorter (a damaged checkpoint of a few KB made it touch 4 GiB),
 //    and grows its memo to whatever index a PUT names (10 GB asked for).
+//  - before, too: no entry of the zip archive claims more bytes than the file holds. The reader
+//    allocates an entry's claimed size before it extracts it (4 GiB asked for); checkpoints are
+//    stored uncompressed, by LibTorch and by Python's torch.save alike.
 //  - after: a tensor's sizes, strides and offset stay inside its storage. The unpickler builds a
 //    tensor from the file's numbers as they are (Python's torch.load refuses such a tensor), and
 //    a read of it ran past the storage (a SEGV in the CPU generator's set_state).
@@ -22,6 +25,10 @@ namespace ringtorch {
 // Throws IoError naming `path` and the offset of the first opcode that is unknown, or whose
 // argument runs past the end, or when the pickle ends before its STOP.
 void check_pickle_structure(const char* data, size_t size, const std::string& path);
+
+// Throws IoError naming `path` when the zip archive's central directory cannot be read or an
+// entry claims more (uncompressed) bytes than the archive holds.
+void check_zip_entry_sizes(const char* data, size_t size, const std::string& path);
 
 // Throws IoError "<what> is not a dense tensor within its storage (...)" otherwise.
 void check_tensor_within_storage(const at::Tensor& tensor, const std::string& what);

@@ -10,6 +10,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -406,6 +408,29 @@ TEST(Checkpoint, APickleIsCheckedBeforeLibTorchReadsIt) {
     } catch (const IoError& e) {
       EXPECT_NE(std::string(e.what()).find(b.expected), std::string::npos) << e.what();
     }
+  }
+}
+
+// LibTorch's zip reader allocates what an entry claims before extracting it (the fuzzer's input
+// asked for 4 GiB): entries may claim no more than the file holds.
+TEST(Checkpoint, AZipEntryClaimingMoreThanTheFileHoldsIsRefused) {
+  c10::impl::GenericDict dict(c10::StringType::get(), c10::AnyType::get());
+  dict.insert("weights", at::ones({64}));
+  std::vector<char> bytes = torch::pickle_save(dict);
+  EXPECT_NO_THROW(check_zip_entry_sizes(bytes.data(), bytes.size(), "p"));
+  // The first central-directory entry's uncompressed size (offset 24), made huge.
+  const std::string signature("PK\x01\x02", 4);
+  const auto entry = std::search(bytes.begin(), bytes.end(), signature.begin(), signature.end());
+  ASSERT_NE(entry, bytes.end());
+  const uint32_t huge = 0xFFFFFF00u;
+  std::memcpy(&*entry + 24, &huge, sizeof(huge));
+  try {
+    check_zip_entry_sizes(bytes.data(), bytes.size(), "p");
+    FAIL() << "accepted an entry of 4 GiB";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("claims 4294967040 bytes in a file of " + std::to_string(bytes.size())),
+              std::string::npos)
+        << e.what();
   }
 }
 
