@@ -18,7 +18,8 @@
 //    the rest of its data when the two agree, zeros otherwise (a receive posted in Gloo must not
 //    be left pending: the next message on its slot would land in it).
 // Both sides compare the two headers, and a mismatch (count or dtype) is a MismatchError on both
-// ranks naming both; the group stays usable. Everything either side waits for is posted by the
+// ranks naming both; the group stays usable (the receiving tensor's bytes past the first 64 KiB
+// may have been overwritten with the zeros). Everything either side waits for is posted by the
 // other when it posts its send or recv, never in its wait(), so sends and receives can be waited
 // in any order (two ranks exchanging, each waiting on its send first, is the case to keep).
 // Cost: one small reply per message, and a copy of up to 64 KiB into the header.
