@@ -184,7 +184,8 @@ case_worker_sigstop() {
 
 case_worker_kill9_restart() {
   local expect="with --max_restarts 1 the group restarts, resumes from the last checkpoint and exits 0" rc
-  start_job worker_kill9_restart --max_restarts 1 -- --epochs 3 --checkpoint-dir "$work/restart-ck" --resume
+  # 20 epochs (~5 s of synthetic data): the job must still be running when the kill lands.
+  start_job worker_kill9_restart --max_restarts 1 -- --epochs 20 --checkpoint-dir "$work/restart-ck" --resume
   wait_for "$log" "Epoch \[1/" 120 || { verdict worker_kill9_restart FAIL "$expect" "training never started"; cleanup_case; return; }
   kill -9 "$(worker_pid "$job" 1)"
   wait_exit "$job" 180
