@@ -4,6 +4,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <torch/csrc/jit/serialization/import_read.h>
+#include <torch/csrc/jit/serialization/storage_context.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
@@ -119,9 +120,19 @@ c10::IValue unpickle(const std::vector<char>& bytes, const std::string& path) {
     const auto [record, size] = reader.getRecord("data.pkl");
     check_pickle_structure(static_cast<const char*>(record.get()), size, path);
   }
+  // Every tensor record as a storage of the record's own size: left to itself, the unpickler
+  // gives a storage the size the pickle claims over the record's bytes, whatever their number (a
+  // fuzzed rng_state read past its record that way).
+  auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
+  for (const std::string& name : reader.getAllRecords()) {
+    if (name.rfind("data/", 0) != 0) continue;
+    auto [bytes_of_record, size] = reader.getRecord(name);
+    storages->addStorage(name.substr(5), c10::Storage(c10::Storage::use_byte_size_t(), size, std::move(bytes_of_record),
+                                                      nullptr, false));
+  }
   return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
                                            /*type_resolver=*/{}, /*obj_loader=*/{}, /*device=*/{}, reader,
-                                           parse_plain_type);
+                                           parse_plain_type, storages);
 }
 
 int64_t int_entry(const c10::impl::GenericDict& dict, const char* key, const std::string& path) {

@@ -170,7 +170,7 @@ void check_zip_entry_sizes(const char* data, size_t size, const std::string& pat
   if (entries == 0xFFFF || directory == 0xFFFFFFFF) {  // zip64: its own end record, found by a locator
     if (end < 20 || little_endian(data + end - 20, 4) != 0x07064b50) fail("no zip64 locator");
     const uint64_t record = little_endian(data + end - 20 + 8, 8);
-    if (record > size - 56 || little_endian(data + record, 4) != 0x06064b50) fail("no zip64 end record");
+    if (size < 56 || record > size - 56 || little_endian(data + record, 4) != 0x06064b50) fail("no zip64 end record");
     entries = little_endian(data + record + 32, 8);
     directory = little_endian(data + record + 48, 8);
   }
