@@ -13,7 +13,7 @@
 namespace {
 
 const char kUsage[] =
-    "usage: ringbench [--op allreduce|broadcast|allgather|reduce_scatter|alltoall]\n"
+    "usage: ringbench [--op allreduce|broadcast|allgather|reduce_scatter|alltoall|send]\n"
     "                 [--min-bytes N] [--max-bytes N] [--factor F]\n"
     "                 [--iters N] [--warmup N] [--dtype float32|float64|float16|bfloat16|int32|int64|uint8]\n"
     "                 [--device cpu|cuda] [--check] [--json] [--init-method URL] [--timeout SECONDS]\n"

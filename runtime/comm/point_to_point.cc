@@ -82,11 +82,6 @@ size_t bulk_of(size_t bytes) { return bytes - std::min(bytes, kInlineBytes); }
                                            FailureSite{rank, peer, description}));
 }
 
-std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
-  return std::max(std::chrono::milliseconds(1),
-                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
-}
-
 }  // namespace
 
 uint32_t ProcessGroup::next_point_to_point_number(bool sending, int peer, uint32_t tag) {
@@ -150,7 +145,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
     if (sending) {
       try {
         message_buffer->waitSend(timeout);
-        reply_buffer->waitRecv(left_until(deadline));
+        reply_buffer->waitRecv(time_left(deadline));
         theirs = read_header(reply->data(), k, description, peer);
         // Exactly what the receiver posted for: our data when we agree, zeros otherwise.
         const size_t wanted = bulk_of(theirs.bytes());
@@ -163,7 +158,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
           }
           auto rest = context->createUnboundBuffer(from, wanted);
           rest->send(peer, point_to_point_part_slot(tag, k, kBulk));
-          rest->waitSend(left_until(deadline));
+          rest->waitSend(time_left(deadline));
         }
       } catch (const Error&) {
         throw;
@@ -174,8 +169,8 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
       try {
         message_buffer->waitRecv(timeout);
         theirs = read_header(message->data(), k, description, peer);
-        reply_buffer->waitSend(left_until(deadline));
-        if (bulk_buffer) bulk_buffer->waitRecv(left_until(deadline));
+        reply_buffer->waitSend(time_left(deadline));
+        if (bulk_buffer) bulk_buffer->waitRecv(time_left(deadline));
       } catch (const Error&) {
         throw;
       } catch (const std::exception& e) {
