@@ -44,11 +44,13 @@ for name in "${targets[@]}"; do
   mkdir -p "$corpus" "$findings"
   cp -n tests/fuzz/corpus/"$name"/* "$corpus"/ 2>/dev/null || true
   log="$BUILD_DIR/$name.log"
+  started="$BUILD_DIR/$name.started"  # findings newer than this are this run's; older ones stay
+  touch "$started"
   status=0
   "$BUILD_DIR/${name}_fuzz" "$corpus" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=4096 \
     -malloc_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$findings/" >"$log" 2>&1 || status=$?
   stat() { sed -n "s/^stat::$1: *//p" "$log" | tail -1; }
-  found=$(ls "$findings" | wc -l)
+  found=$(find "$findings" -type f -newer "$started" | wc -l)
   printf '%-14s %12s %10s %8s  %s\n' "$name" "$(stat number_of_executed_units)" "$(stat average_exec_per_sec)" \
     "$(ls "$corpus" | wc -l)" "$found"
   if [ "$status" -ne 0 ] || [ "$found" -ne 0 ]; then

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "base/error.h"
 #include "base/str_cat.h"
@@ -19,9 +20,20 @@ enum class Argument : uint8_t {
   kLines,   // `size` newline-terminated lines
 };
 
+// What an opcode does to the unpickler's stack: pops items (after popping everything down to the
+// last MARK, for the opcodes that take a MARK), then pushes items.
+enum class Mark : uint8_t {
+  kNone,
+  kPushes,  // MARK
+  kPops,    // LIST, TUPLE, DICT, APPENDS, SETITEMS, ...: everything above the last MARK, and the MARK
+};
+
 struct Opcode {
   Argument argument = Argument::kUnknown;
   uint8_t size = 0;
+  Mark mark = Mark::kNone;
+  uint8_t pops = 0;
+  uint8_t pushes = 0;
 };
 
 struct OpcodeTable {
@@ -50,7 +62,88 @@ struct OpcodeTable {
         {'P', Argument::kLines, 1},
     };
     for (const auto& o : with_arguments) at[o.code] = {o.argument, o.size};
+    // Stack effects (pickletools' stack_before and stack_after). Every opcode not named here
+    // pushes one item (a constant, a string, a memo entry, an empty container, a global).
+    for (auto& o : at) o.pushes = 1;
+    const struct {
+      unsigned char code;
+      Mark mark;
+      uint8_t pops, pushes;
+    } effects[] = {
+        {'(', Mark::kPushes, 0, 0},  // MARK
+        {'.', Mark::kNone, 1, 0},    // STOP: the result
+        {'0', Mark::kNone, 1, 0},    // POP
+        {'1', Mark::kPops, 0, 0},    // POP_MARK
+        {'2', Mark::kNone, 1, 2},    // DUP
+        {'Q', Mark::kNone, 1, 1},    // BINPERSID
+        {'R', Mark::kNone, 2, 1},    // REDUCE: callable, arguments
+        {'a', Mark::kNone, 2, 1},    // APPEND: list, item
+        {'b', Mark::kNone, 2, 1},    // BUILD: object, state
+        {'d', Mark::kPops, 0, 1},    // DICT
+        {'e', Mark::kPops, 1, 1},    // APPENDS: the list below the MARK stays
+        {'i', Mark::kPops, 0, 1},    // INST
+        {'l', Mark::kPops, 0, 1},    // LIST
+        {'o', Mark::kPops, 0, 1},    // OBJ
+        {'p', Mark::kNone, 1, 1},    // PUT: memoizes the top, which stays
+        {'q', Mark::kNone, 1, 1},    // BINPUT
+        {'r', Mark::kNone, 1, 1},    // LONG_BINPUT
+        {'s', Mark::kNone, 3, 1},    // SETITEM: dict, key, value
+        {'t', Mark::kPops, 0, 1},    // TUPLE
+        {'u', Mark::kPops, 1, 1},    // SETITEMS: the dict below the MARK stays
+        {0x80, Mark::kNone, 0, 0},   // PROTO
+        {0x81, Mark::kNone, 2, 1},   // NEWOBJ: class, arguments
+        {0x85, Mark::kNone, 1, 1},   // TUPLE1
+        {0x86, Mark::kNone, 2, 1},   // TUPLE2
+        {0x87, Mark::kNone, 3, 1},   // TUPLE3
+        {0x90, Mark::kPops, 1, 1},   // ADDITEMS: the set below the MARK stays
+        {0x91, Mark::kPops, 0, 1},   // FROZENSET
+        {0x92, Mark::kNone, 3, 1},   // NEWOBJ_EX
+        {0x93, Mark::kNone, 2, 1},   // STACK_GLOBAL: module, name
+        {0x94, Mark::kNone, 1, 1},   // MEMOIZE
+        {0x95, Mark::kNone, 0, 0},   // FRAME
+        {0x98, Mark::kNone, 1, 1},   // READONLY_BUFFER
+    };
+    for (const auto& e : effects) {
+      at[e.code].mark = e.mark;
+      at[e.code].pops = e.pops;
+      at[e.code].pushes = e.pushes;
+    }
   }
+};
+
+// The unpickler's stack, by depth only: LibTorch 1.13 pops without looking (TUPLE3 on a stack of
+// one freed a pointer it never allocated: the checkpoint fuzzer's input), takes the last MARK
+// when there is none, and reads a DICT's or SETITEMS' key-value pairs past the end of an odd
+// count. Python's unpickler refuses all three; so does this.
+class StackDepth {
+ public:
+  // Returns what is wrong with applying `op`, or an empty string.
+  std::string apply(unsigned char code, const Opcode& op) {
+    if (op.mark == Mark::kPushes) {
+      marks_.push_back(depth_);
+      return {};
+    }
+    if (op.mark == Mark::kPops) {
+      if (marks_.empty()) return "it needs a MARK and there is none";
+      const size_t above = depth_ - marks_.back();
+      if ((code == 'd' || code == 'u') && above % 2 != 0) {
+        return str_cat("it pairs keys with values and there are ", above, " items");
+      }
+      depth_ = marks_.back();
+      marks_.pop_back();
+    }
+    // Items below the last MARK belong to an unfinished container: not this opcode's to take.
+    const size_t available = depth_ - (marks_.empty() ? 0 : marks_.back());
+    if (op.pops > available) {
+      return str_cat("it takes ", int{op.pops}, op.pops == 1 ? " item" : " items", " from a stack of ", available);
+    }
+    depth_ = depth_ - op.pops + op.pushes;
+    return {};
+  }
+
+ private:
+  size_t depth_ = 0;
+  std::vector<size_t> marks_;  // the depth at each MARK
 };
 
 }  // namespace
@@ -60,12 +153,17 @@ void check_pickle_structure(const char* data, size_t size, const std::string& pa
   auto fail = [&](size_t offset, const std::string& what) {
     throw IoError(str_cat("checkpoint ", path, ": its pickle is damaged at byte ", offset, ": ", what));
   };
+  StackDepth stack;
   size_t at = 0;
   while (at < size) {
     const size_t start = at;
     const auto code = static_cast<unsigned char>(data[at++]);
     const Opcode op = table.at[code];
     const size_t left = size - at;
+    if (op.argument != Argument::kUnknown) {
+      const std::string wrong = stack.apply(code, op);
+      if (!wrong.empty()) fail(start, wrong);
+    }
     switch (op.argument) {
       case Argument::kUnknown:
         fail(start,

@@ -5,6 +5,10 @@
 //    size. The unpickler allocates and zero-fills a string of whatever length the pickle claims
 //    before it finds the data shorter (a damaged checkpoint of a few KB made it touch 4 GiB),
 //    and grows its memo to whatever index a PUT names (10 GB asked for).
+//  - before, too: no opcode takes more items than the stack holds above its last MARK, every
+//    opcode that pops to a MARK has one, and DICT and SETITEMS get whole key-value pairs. The
+//    unpickler pops without looking (a TUPLE3 on a stack of one made it free a pointer it never
+//    allocated: glibc aborted the process).
 //  - before, too: no entry of the zip archive claims more bytes than the file holds. The reader
 //    allocates an entry's claimed size before it extracts it (4 GiB asked for); checkpoints are
 //    stored uncompressed, by LibTorch and by Python's torch.save alike.
@@ -23,7 +27,8 @@
 namespace ringtorch {
 
 // Throws IoError naming `path` and the offset of the first opcode that is unknown, or whose
-// argument runs past the end, or when the pickle ends before its STOP.
+// argument runs past the end, or that takes items the stack does not hold, or when the pickle
+// ends before its STOP.
 void check_pickle_structure(const char* data, size_t size, const std::string& path);
 
 // Throws IoError naming `path` when the zip archive's central directory cannot be read or an

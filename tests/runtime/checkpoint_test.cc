@@ -400,6 +400,18 @@ TEST(Checkpoint, APickleIsCheckedBeforeLibTorchReadsIt) {
                    "cbuiltins\nlist",
                    16),
        "its argument has no end of line"},
+      // The fuzzer's input that made LibTorch free a pointer it never allocated: a TUPLE3 on a
+      // stack of one.
+      {std::string("\x80\x02"
+                   "ctorch.jit._pickle\nrestore_type_tag\nq\x00\x87.",
+                   42),
+       "at byte 40: it takes 3 items from a stack of 1"},
+      {std::string("\x80\x02NN(N\x86.", 8), "at byte 6: it takes 2 items from a stack of 1"},
+      {std::string("\x80\x02}NNNu.", 8), "at byte 6: it needs a MARK and there is none"},
+      {std::string("\x80\x02}(NNNu.", 9), "at byte 7: it pairs keys with values and there are 3 items"},
+      {std::string("\x80\x02(NNNd.", 8), "at byte 6: it pairs keys with values and there are 3 items"},
+      {std::string("\x80\x02q\x00N.", 6), "at byte 2: it takes 1 item from a stack of 0"},
+      {std::string("\x80\x02.", 3), "at byte 2: it takes 1 item from a stack of 0"},
   };
   for (const auto& b : bad) {
     try {
