@@ -21,6 +21,22 @@ const char* error_kind_name(ErrorKind kind) {
   return "unknown";
 }
 
+const char* error_class_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kTimeout:
+      return "TimeoutError";
+    case ErrorKind::kPeerLost:
+      return "PeerLostError";
+    case ErrorKind::kMismatch:
+      return "MismatchError";
+    case ErrorKind::kInvalidArgument:
+      return "InvalidArgumentError";
+    case ErrorKind::kIo:
+      return "IoError";
+  }
+  return "Error";
+}
+
 std::exception_ptr make_error(ErrorKind kind, const std::string& message, FailureSite site) {
   switch (kind) {
     case ErrorKind::kTimeout:

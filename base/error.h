@@ -29,7 +29,8 @@ namespace ringtorch {
 
 enum class ErrorKind { kTimeout, kPeerLost, kMismatch, kInvalidArgument, kIo };
 
-const char* error_kind_name(ErrorKind kind);
+const char* error_kind_name(ErrorKind kind);   // "timeout", "peer lost", ...
+const char* error_class_name(ErrorKind kind);  // "TimeoutError", "PeerLostError", ...
 
 // Where a failure of a distributed operation happened, as fields (the message says the same
 // in words). Errors outside a group leave the defaults.

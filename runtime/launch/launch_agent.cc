@@ -128,7 +128,7 @@ void LaunchAgent::start_workers(int restart) {
   workers_.clear();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
     const int rank = config_.node_rank * config_.nproc_per_node + l;
-    SpawnOptions spawn;
+    SubprocessOptions spawn;
     spawn.argv = worker_command(config_, l);
     spawn.env = worker_environment(config_, placement_, l, omp_set);
     workers_.push_back(Subprocess::spawn(spawn));

@@ -44,7 +44,7 @@ std::string ExitStatus::describe() const {
   return str_cat("exit code ", code);
 }
 
-Subprocess Subprocess::spawn(const SpawnOptions& options) {
+Subprocess Subprocess::spawn(const SubprocessOptions& options) {
   if (options.argv.empty()) throw InvalidArgumentError("spawn: no program given");
 
   // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
@@ -63,6 +63,8 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
   std::vector<std::string> args = options.argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
+  const char* program = options.program.empty() ? argv[0] : options.program.c_str();
+  const std::string& shown = options.program.empty() ? options.argv[0] : options.program;
 
   int out[2] = {-1, -1}, err[2] = {-1, -1}, exec_status[2] = {-1, -1};
   if ((options.capture_output && (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0)) ||
@@ -92,7 +94,7 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
       (void)!::write(exec_status[1], &e, sizeof(e));
       ::_exit(127);
     }
-    ::execvpe(argv[0], argv.data(), envp.data());
+    ::execvpe(program, argv.data(), envp.data());
     int e = errno;
     (void)!::write(exec_status[1], &e, sizeof(e));
     ::_exit(127);
@@ -114,7 +116,7 @@ Subprocess Subprocess::spawn(const SpawnOptions& options) {
   ::close(exec_status[0]);
   if (n == static_cast<ssize_t>(sizeof(child_errno))) {
     child.wait();
-    throw IoError(str_cat("cannot run '", options.argv[0], "': ", errno_text(child_errno),
+    throw IoError(str_cat("cannot run '", shown, "': ", errno_text(child_errno),
                           child_errno == ENOENT ? " (not found; give a path or put it on PATH)" : ""));
   }
   return child;

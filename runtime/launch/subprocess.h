@@ -32,8 +32,9 @@ struct ExitStatus {
   std::string describe() const;
 };
 
-struct SpawnOptions {
+struct SubprocessOptions {
   std::vector<std::string> argv;           // argv[0] is looked up in PATH when it has no '/'
+  std::string program;                     // run this file instead of argv[0] (argv[0] is then only a name)
   std::map<std::string, std::string> env;  // added to (or replacing) this process's environment
   bool capture_output = true;              // false: the child inherits stdout and stderr
   std::string working_directory;           // empty: the current one
@@ -41,7 +42,7 @@ struct SpawnOptions {
 
 class Subprocess {
  public:
-  static Subprocess spawn(const SpawnOptions& options);
+  static Subprocess spawn(const SubprocessOptions& options);
 
   Subprocess(Subprocess&& other) noexcept;
   Subprocess& operator=(Subprocess&& other) noexcept;

@@ -49,7 +49,7 @@ TEST(DistributedSampler, IdenticalToPythonsForTheWholeGrid) {
   ASSERT_GE(stored.size(), 200u);
   std::string live_output;
   if (::access("/usr/bin/python3", X_OK) == 0) {
-    SpawnOptions spawn;
+    SubprocessOptions spawn;
     spawn.argv = {"/usr/bin/python3", testing::source_path("tests/datasets/python_sampler.py")};
     auto python = Subprocess::spawn(spawn);
     auto [status, out, err] = testing::finish(python);

@@ -20,12 +20,13 @@ using testing::free_port;
 using testing::process_alive;
 using testing::read_file;
 using testing::TempDir;
+using testing::wait_for_file;
 
 using LaunchResult = testing::Captured;
 using testing::finish;
 
 Subprocess start_ringrun(const std::vector<std::string>& args) {
-  SpawnOptions spawn;
+  SubprocessOptions spawn;
   spawn.argv = {build_path("apps/ringrun")};
   spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
   for (const char* v : {"RANK", "WORLD_SIZE", "RINGTORCH_RUN_ID", "RINGTORCH_RDZV_ENDPOINT", "RINGTORCH_TIMEOUT"}) {
@@ -37,15 +38,6 @@ Subprocess start_ringrun(const std::vector<std::string>& args) {
 LaunchResult ringrun(const std::vector<std::string>& args) {
   auto p = start_ringrun(args);
   return finish(p);
-}
-
-// Waits until `path` exists (a worker announcing itself), up to 60 s.
-bool wait_for_file(const std::string& path) {
-  for (int i = 0; i < 6000; ++i) {
-    if (::access(path.c_str(), F_OK) == 0) return true;
-    std::this_thread::sleep_for(milliseconds(10));
-  }
-  return false;
 }
 
 int count(const std::string& text, const std::string& what) {

@@ -31,7 +31,7 @@ std::vector<RankResult> run_ranks(const std::vector<std::map<std::string, std::s
   std::vector<Subprocess> procs;
   for (size_t i = 0; i < envs.size(); ++i) {
     const auto& env = envs[i];
-    SpawnOptions spawn;
+    SubprocessOptions spawn;
     spawn.argv = {build_path("apps/ringhello")};
     spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
     if (i < per_rank_args.size()) spawn.argv.insert(spawn.argv.end(), per_rank_args[i].begin(), per_rank_args[i].end());
@@ -143,7 +143,7 @@ TEST(RendezvousReuse, SecondJobAgainstTheSameFileAndRedis) {
   }
   // A file left behind by a crashed job (its ranks joined round 0, then died without closing
   // the store): the next job with the same run id joins round 1 and never reads those keys.
-  SpawnOptions crash;
+  SubprocessOptions crash;
   crash.argv = {build_path("tests/store_tool"), "file://" + dir.file("kept"), "add", "kept/0/joins", "1", "2"};
   auto crashed = Subprocess::spawn(crash);
   ASSERT_TRUE(crashed.wait().success());

@@ -227,7 +227,7 @@ TYPED_TEST(StoreContract, ConcurrentProcessesAdd) {
     constexpr int kProcesses = 4, kAdds = 25;
     std::vector<Subprocess> clients;
     for (int p = 0; p < kProcesses; ++p) {
-      SpawnOptions spawn;
+      SubprocessOptions spawn;
       spawn.argv = {
           testing::build_path("tests/store_tool"), this->backend_.url(), "add", "counter", "2", std::to_string(kAdds)};
       clients.push_back(Subprocess::spawn(spawn));
@@ -239,7 +239,7 @@ TYPED_TEST(StoreContract, ConcurrentProcessesAdd) {
     EXPECT_EQ(this->store_->add("counter", 0), 2 * kProcesses * kAdds);
     // And a value set here is read there.
     this->store_->set("from_test", bytes("hi"));
-    SpawnOptions get;
+    SubprocessOptions get;
     get.argv = {testing::build_path("tests/store_tool"), this->backend_.url(), "get", "from_test"};
     auto reader = Subprocess::spawn(get);
     auto result = testing::finish(reader);
@@ -299,7 +299,7 @@ TEST(RedisStore, ReconnectsAfterTheServerRestarts) {
   std::atomic<bool> done{false};
   std::thread restart([&] {
     std::this_thread::sleep_for(milliseconds(300));
-    SpawnOptions spawn;
+    SubprocessOptions spawn;
     spawn.argv = {"redis-server", "--port", std::to_string(port), "--bind",   "127.0.0.1",
                   "--save",       "",       "--logfile",          "/dev/null"};
     spawn.capture_output = false;

@@ -23,7 +23,7 @@ using testing::TempDir;
 
 Subprocess start_rank(int rank, int world, const std::vector<std::string>& args,
                       std::map<std::string, std::string> env = {}) {
-  SpawnOptions spawn;
+  SubprocessOptions spawn;
   spawn.argv = {build_path("apps/ringbench")};
   spawn.argv.insert(spawn.argv.end(), args.begin(), args.end());
   spawn.env = std::move(env);

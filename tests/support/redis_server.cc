@@ -41,7 +41,7 @@ std::optional<RedisServer> RedisServer::start(const std::string& password, std::
     RedisServer server;
     server.port_ = free_port();
     server.password_ = password;
-    SpawnOptions spawn;
+    SubprocessOptions spawn;
     spawn.argv = {binary,
                   "--port",
                   std::to_string(server.port_),

@@ -33,5 +33,8 @@ std::string read_file(const std::string& path);
 // True when a process with this pid exists (and is not a zombie).
 bool process_alive(int pid);
 
+// Waits until `path` exists (a process announcing itself), up to 60 s; false if it never does.
+bool wait_for_file(const std::string& path);
+
 }  // namespace testing
 }  // namespace ringtorch
