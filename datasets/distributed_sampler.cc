@@ -31,18 +31,23 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int num_replicas, i
   if (dataset_size < 0) throw InvalidArgumentError(str_cat("DistributedSampler: dataset size ", dataset_size, " < 0"));
 }
 
-std::vector<int64_t> DistributedSampler::indices() const {
+std::vector<int64_t> epoch_order(int64_t dataset_size, const SamplerOptions& options, int64_t epoch) {
   std::vector<int64_t> all;
-  all.reserve(static_cast<size_t>(dataset_size_));
-  if (options_.shuffle) {
+  all.reserve(static_cast<size_t>(dataset_size));
+  if (options.shuffle) {
     // Python seeds a fresh torch.Generator with seed + epoch: the same mt19937 stream here.
-    auto generator = at::detail::createCPUGenerator(options_.seed + static_cast<uint64_t>(epoch_));
-    at::Tensor perm = at::randperm(dataset_size_, generator, at::TensorOptions().dtype(at::kLong));
+    auto generator = at::detail::createCPUGenerator(options.seed + static_cast<uint64_t>(epoch));
+    at::Tensor perm = at::randperm(dataset_size, generator, at::TensorOptions().dtype(at::kLong));
     const int64_t* p = perm.data_ptr<int64_t>();
-    all.assign(p, p + dataset_size_);
+    all.assign(p, p + dataset_size);
   } else {
-    for (int64_t i = 0; i < dataset_size_; ++i) all.push_back(i);
+    for (int64_t i = 0; i < dataset_size; ++i) all.push_back(i);
   }
+  return all;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  std::vector<int64_t> all = epoch_order(dataset_size_, options_, epoch_);
   const int64_t total = num_samples_ * num_replicas_;
   if (!options_.drop_last) {
     // Pad by repeating from the start (as often as needed when the set is tiny).

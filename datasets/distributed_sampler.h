@@ -30,6 +30,11 @@ struct SamplerOptions {
   bool drop_last = false;
 };
 
+// The whole dataset's order in `epoch`: randperm(size) from a generator seeded with
+// seed + epoch (Python's), or 0..size-1 without shuffle. DistributedSampler and
+// WeightedDistributedSampler deal it out.
+std::vector<int64_t> epoch_order(int64_t dataset_size, const SamplerOptions& options, int64_t epoch);
+
 class DistributedSampler {
  public:
   // Throws InvalidArgumentError for num_replicas < 1, rank outside [0, num_replicas), size < 0.

@@ -34,6 +34,12 @@ bool apply_trainer_flag(const std::string& arg, const std::string& value, Traine
     o.epochs = parse_int_in_range(value, 1, 1 << 20, arg);
   } else if (arg == "--batch-size") {
     o.batch_size = parse_int_in_range(value, 1, 1 << 20, arg);
+  } else if (arg == "--balance") {
+    o.balance = value;
+  } else if (arg == "--max-train-samples") {
+    o.max_train_samples = parse_int_in_range(value, 1, 1 << 30, arg);
+  } else if (arg == "--global-batch") {
+    o.global_batch = parse_int_in_range(value, 1, 1 << 30, arg);
   } else if (arg == "--lr") {
     o.lr = parse_number_in_range(value, 0, kLargestFloat, arg);
   } else if (arg == "--momentum") {

@@ -2,19 +2,24 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
+#include "base/batch_split.h"
 #include "base/error.h"
 #include "base/parse.h"
 #include "datasets/distributed_sampler.h"
 #include "datasets/image_dataset.h"
+#include "datasets/weighted_sampler.h"
 #include "models/registry.h"
 #include "rendezvous/init_method.h"
+#include "runtime/training/batch_balancer.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"
 #include "runtime/training/distributed_data_parallel.h"
@@ -101,6 +106,18 @@ void validate(const TrainerOptions& o) {
   if (o.threads < 0) bad("--threads", std::to_string(o.threads), "must not be negative");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume", "", "needs --checkpoint-dir");
   if (o.log_interval < 0) bad("--log-interval", std::to_string(o.log_interval), "must not be negative");
+  if (o.balance != "equal" && o.balance != "auto") {
+    const std::vector<double> weights = parse_weights(o.balance);
+    if (std::all_of(weights.begin(), weights.end(), [](double w) { return w == 0; })) {
+      bad("--balance", o.balance, "every rank's weight is 0");
+    }
+    for (double w : weights) {
+      if (w == 0) bad("--balance", o.balance, "a rank of weight 0 would have nothing to train on; leave it out");
+    }
+  }
+  if (o.global_batch < 0) bad("--global-batch", std::to_string(o.global_batch), "must be at least 1");
+  if (o.global_batch > 0 && o.balance == "equal")
+    bad("--global-batch", std::to_string(o.global_batch), "needs --balance auto or weights");
   parse_progress_style(o.progress, stdout);
   // The flags' own errors (names, repeats); whether the CUDA devices exist is checked in train().
   if (o.devices.empty()) select_devices(o.device, o.gpus, 0, /*cuda_device_count=*/1024);
@@ -114,6 +131,11 @@ std::string TrainingReport::to_json() const {
                       {"final_loss", final_loss},
                       {"test_accuracy", test_accuracy},
                       {"parameter_checksums", parameter_checksums}};
+  if (!split.empty()) {
+    j["balance"] = balance;
+    j["split"] = split;
+    j["weights"] = weights;
+  }
   return j.dump();
 }
 
@@ -136,9 +158,11 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   const ImageShape shape{train_set.channels(), train_set.height(), train_set.width(), ImageDataset::kClasses};
   PlacedModel model = place_model(o, shape, selection.devices);
   const std::shared_ptr<ProcessGroup> borrowed(&group, [](ProcessGroup*) {});
+  DdpOptions ddp_options;
+  ddp_options.uneven_inputs = o.balance != "equal";  // Note [Uneven inputs]: the weighted average
   std::unique_ptr<DistributedDataParallel> ddp =
-      model.replicas ? std::make_unique<DistributedDataParallel>(*model.replicas, borrowed)
-                     : std::make_unique<DistributedDataParallel>(model.single, borrowed);
+      model.replicas ? std::make_unique<DistributedDataParallel>(*model.replicas, borrowed, ddp_options)
+                     : std::make_unique<DistributedDataParallel>(model.single, borrowed, ddp_options);
   auto optimizer = make_optimizer(o, model.module());
 
   TrainingProgress progress;
@@ -158,65 +182,145 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     metrics.open(o.metrics_path, std::ios::app);
     if (!metrics) throw IoError(str_cat("--metrics ", o.metrics_path, ": cannot open for writing"));
   }
-  DistributedSampler sampler(train_set.size(), world, rank, {/*shuffle=*/true, o.seed, /*drop_last=*/false});
+  // Which indices each step trains on: DistributedSampler's share in batch_size chunks, or with
+  // --balance this rank's part of each global batch (WeightedDistributedSampler).
+  const bool weighted = o.balance != "equal";
+  const SamplerOptions sampler_options{/*shuffle=*/true, o.seed, /*drop_last=*/false};
+  const int64_t train_size =
+      o.max_train_samples > 0 ? std::min<int64_t>(o.max_train_samples, train_set.size()) : train_set.size();
+  DistributedSampler sampler(train_size, world, rank, sampler_options);
+  std::optional<WeightedDistributedSampler> weighted_sampler;
+  std::optional<BatchBalancer> balancer;
+  if (weighted) {
+    const int64_t global_batch = o.global_batch > 0 ? o.global_batch : int64_t{o.batch_size} * world;
+    std::vector<double> weights(static_cast<size_t>(world), 1.0);
+    if (o.balance != "auto") weights = parse_weights(o.balance);
+    if (weights.size() != static_cast<size_t>(world)) {
+      throw InvalidArgumentError(str_cat("--balance ", o.balance, " gives ", weights.size(), " weights for ", world,
+                                         " ranks; give one weight per rank"));
+    }
+    balancer.emplace(group, global_batch, weights, o.balance == "auto", device);
+    weighted_sampler.emplace(train_size, global_batch, rank, world, sampler_options);
+    weighted_sampler->set_split(balancer->split());
+    if (rank == 0) std::printf("[ringtorch] balance: %s\n", balancer->describe().c_str());
+  }
+  auto rebalance = [&] {
+    if (balancer->rebalance(group)) {
+      weighted_sampler->set_split(balancer->split());
+      if (rank == 0) std::printf("[ringtorch] balance: %s\n", balancer->describe().c_str());
+    }
+  };
   TrainingReport report;
   report.world_size = world;
   report.device = selection.describe();
   ProgressReporter reporter(stdout, rank == 0 ? parse_progress_style(o.progress, stdout) : ProgressStyle::kOff,
                             o.log_interval);
-  int64_t trained_samples = 0;
+  int64_t trained_samples = 0, steps_run = 0;
   double trained_seconds = 0;
   for (int64_t epoch = progress.epoch; epoch < o.epochs; ++epoch) {
-    sampler.set_epoch(epoch);
-    const auto mine = sampler.indices();
+    // Where the epoch starts: ringtrain checkpoints at epoch ends, so a resumed epoch starts at
+    // step 0; a position inside one (samples_in_epoch, this rank's sampler position, from
+    // another program's checkpoint) is honoured by the equal split only.
+    std::vector<int64_t> mine;
+    int64_t steps = 0, epoch_samples = 0;
+    size_t offset = 0;  // into `mine`
+    if (weighted) {
+      weighted_sampler->set_epoch(epoch);
+      steps = weighted_sampler->steps_per_epoch();
+      epoch_samples = steps * weighted_sampler->global_batch();
+    } else {
+      sampler.set_epoch(epoch);
+      mine = sampler.indices();
+      offset = std::min(mine.size(), static_cast<size_t>(progress.samples_in_epoch));
+      steps = (static_cast<int64_t>(mine.size() - offset) + o.batch_size - 1) / o.batch_size;
+      epoch_samples = static_cast<int64_t>(mine.size()) * world;
+    }
+    auto step_indices = [&](int64_t step) {
+      if (weighted) return weighted_sampler->step_indices(step);
+      const size_t start = offset + static_cast<size_t>(step * o.batch_size);
+      return std::vector<int64_t>(mine.begin() + start, mine.begin() + std::min(mine.size(), start + o.batch_size));
+    };
     const auto epoch_start = Clock::now();
-    double loss_sum = 0;
-    int64_t batches = 0;
-    reporter.begin_epoch(epoch, o.epochs, static_cast<int64_t>(mine.size()) * world);
-    for (size_t start = static_cast<size_t>(progress.samples_in_epoch); start < mine.size(); start += o.batch_size) {
-      std::vector<int64_t> chunk(mine.begin() + start, mine.begin() + std::min(mine.size(), start + o.batch_size));
+    double loss_sum = 0, loss_by_sample = 0;
+    const int64_t samples_before = static_cast<int64_t>(offset) * world;
+    int64_t batches = 0, samples_done = samples_before, my_samples = 0;
+    reporter.begin_epoch(epoch, o.epochs, epoch_samples);
+    for (int64_t step = 0; step < steps; ++step) {
+      const std::vector<int64_t> chunk = step_indices(step);
+      const auto step_start = Clock::now();
       auto [x, y] = train_set.batch(chunk);
       optimizer->zero_grad();
       at::Tensor loss = torch::cross_entropy_loss(ddp->forward(x.to(device)), y.to(device));
       loss.backward();
       optimizer->step();
       const double batch_loss = loss.item<double>();
+      if (balancer) {
+        // Compute time: the step without its waits for the others (the agreement at forward,
+        // the end of backward waiting for buckets), where time this process stood still for
+        // its CPU quota counts as compute even inside a wait (cpu_throttle.h).
+        const DdpIterationStats stats = ddp->last_iteration_stats();
+        auto waited = ddp->last_step_agreement_wait() - ddp->last_step_agreement_throttled();
+        if (stats.finished > stats.last_gradient) {
+          waited += stats.finished - stats.last_gradient - stats.throttled_while_waiting;
+        }
+        const auto took = Clock::now() - step_start;
+        balancer->record_step(std::chrono::duration<double>(took - waited).count(),
+                              std::chrono::duration<double>(took).count(), static_cast<int64_t>(chunk.size()));
+        if (balancer->due_after_step(++steps_run)) rebalance();
+      }
       loss_sum += batch_loss;
+      loss_by_sample += batch_loss * static_cast<double>(chunk.size());
+      my_samples += static_cast<int64_t>(chunk.size());
       ++batches;
       ++progress.step;
-      reporter.update(static_cast<int64_t>(start + chunk.size()) * world, batches, batch_loss);
+      samples_done =
+          weighted
+              ? (step + 1) * weighted_sampler->global_batch()
+              : static_cast<int64_t>(std::min(mine.size(), offset + static_cast<size_t>((step + 1) * o.batch_size))) *
+                    world;
+      reporter.update(samples_done, batches, batch_loss);
     }
     reporter.end_epoch();
     const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     trained_seconds += seconds;
-    trained_samples += static_cast<int64_t>(mine.size() - progress.samples_in_epoch) * world;
+    const int64_t epoch_trained = samples_done - samples_before;
+    trained_samples += epoch_trained;
     progress.samples_in_epoch = 0;
+    if (balancer) rebalance();  // for the next epoch, from this one's measurements
     const double mean_loss = batches ? loss_sum / batches : 0;
     std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f\n", rank, (long long)epoch + 1, o.epochs, mean_loss);
     std::fflush(stdout);
-    at::Tensor losses = at::full({1}, mean_loss, at::kDouble);
-    group.allreduce(losses, ReduceOp::kAvg);
+    // The epoch's mean loss over all ranks: per batch with equal batches (as always), per
+    // sample with --balance (ranks' batches differ in size).
+    at::Tensor losses = weighted ? at::tensor({loss_by_sample, static_cast<double>(my_samples)}, at::kDouble)
+                                 : at::tensor({mean_loss, 1.0}, at::kDouble);
+    group.allreduce(losses, ReduceOp::kSum);
     const auto [correct, total] = evaluate(model, test_set, group, 1000, device);
-    report.final_loss = losses.item<double>();
+    report.final_loss = losses[1].item<double>() > 0 ? losses[0].item<double>() / losses[1].item<double>() : 0;
     report.test_accuracy = static_cast<double>(correct) / total;
     report.epoch_seconds.push_back(seconds);
     if (rank == 0) {
       std::printf("Test accuracy: %.4f (%lld/%lld)\n", report.test_accuracy, (long long)correct, (long long)total);
       std::fflush(stdout);
       if (metrics) {
-        metrics << nlohmann::json({{"epoch", epoch + 1},
-                                   {"loss", report.final_loss},
-                                   {"test_accuracy", report.test_accuracy},
-                                   {"seconds", seconds},
-                                   {"samples_per_s", mine.size() * world / seconds}})
-                       .dump()
-                << "\n";
+        nlohmann::json line = {{"epoch", epoch + 1},
+                               {"loss", report.final_loss},
+                               {"test_accuracy", report.test_accuracy},
+                               {"seconds", seconds},
+                               {"samples_per_s", epoch_trained / seconds}};
+        if (balancer) line["split"] = balancer->split();
+        metrics << line.dump() << "\n";
         metrics.flush();
       }
     }
     progress.epoch = epoch + 1;
     progress.metadata = {{"model", o.model}, {"dataset", o.dataset}, {"world_size", std::to_string(world)}};
     if (checkpoints) checkpoints->save(model.module(), optimizer.get(), progress, &group);
+  }
+  if (balancer) {
+    report.balance = o.balance;
+    report.split = balancer->split();
+    report.weights = balancer->weights();
   }
   report.samples_per_second = trained_seconds > 0 ? trained_samples / trained_seconds : 0;
   double checksum = 0;

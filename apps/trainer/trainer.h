@@ -30,9 +30,14 @@ struct TrainingReport {
   std::string device;             // "cpu", "cuda:0", "cuda:0,cuda:1" (DataParallel)
   double samples_per_second = 0;  // all ranks together, training only
   std::vector<double> epoch_seconds;
-  double final_loss = 0;                    // mean over the last epoch's batches and ranks
-  double test_accuracy = 0;                 // after the last epoch, counted over all ranks
+  double final_loss = 0;     // the last epoch's mean loss: over batches and ranks; with --balance, over samples
+  double test_accuracy = 0;  // after the last epoch, counted over all ranks
   std::vector<double> parameter_checksums;  // one per rank; all equal
+  // With --balance auto or weights (else empty): the mode, and the final per-rank batches and
+  // weights.
+  std::string balance;
+  std::vector<int64_t> split;
+  std::vector<double> weights;
   std::string to_json() const;
 };
 

@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "runtime/comm/tensor_checks.h"
 #include "runtime/training/bucket_assignment.h"
+#include "runtime/training/cpu_throttle.h"
 
 namespace ringtorch {
 
@@ -42,6 +43,10 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   bool sync_next_backward = true;  // set at forward time, as PyTorch's require_backward_grad_sync
   bool in_backward = false;
   bool driven_by_data_parallel = false;  // constant after construction
+  // Multiplies each bucket before its hook: with uneven_inputs, world size x this rank's share
+  // of the step's samples (the hook divides by the world size); else 1.
+  double gradient_scale = 1.0;
+  bool measure_throttle = false;  // uneven_inputs: read the CPU-quota clock around the wait
   size_t next_to_launch = 0;
   DdpIterationStats current, last;
 
@@ -138,6 +143,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   s.hook = options_.comm_hook ? options_.comm_hook : allreduce_hook();
   s.find_unused = options_.find_unused_parameters;
   s.driven_by_data_parallel = data_parallel_ != nullptr;
+  s.measure_throttle = options_.uneven_inputs && CpuThrottleClock::process().available();
   for (const auto& item : module_->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     s.names.push_back(item.key());
@@ -224,15 +230,131 @@ DistributedDataParallel::~DistributedDataParallel() {
   state_->detached = true;
 }
 
-void DistributedDataParallel::before_forward() {
+void DistributedDataParallel::before_forward(int64_t inferred_samples) {
+  // A forward without autograd (evaluation through the wrapper) is followed by no backward: it
+  // must not tell joined ranks to expect bucket reductions.
+  const bool synchronising = no_sync_depth_ == 0 && torch::GradMode::is_enabled();
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->sync_next_backward = no_sync_depth_ == 0;
+    state_->sync_next_backward = synchronising;
+  }
+  int buffer_source = 0;
+  if (options_.uneven_inputs) {
+    const int64_t samples = next_batch_samples_.value_or(inferred_samples);
+    next_batch_samples_.reset();
+    if (samples < 0) {
+      throw InvalidArgumentError(
+          str_cat("[rank ", group_->rank(), "/", group_->size(),
+                  "] DistributedDataParallel: uneven_inputs needs the batch's number of samples: "
+                  "the first forward argument is not a tensor; call set_next_batch_samples()"));
+    }
+    buffer_source = agree_on_step(samples, synchronising);
   }
   if (options_.broadcast_buffers && group_->size() > 1) {
     torch::NoGradGuard no_grad;
-    for (auto& b : module_->buffers()) group_->broadcast(b, 0);
+    for (auto& b : module_->buffers()) group_->broadcast(b, buffer_source);
   }
+}
+
+void DistributedDataParallel::set_next_batch_samples(int64_t samples) {
+  if (!options_.uneven_inputs) {
+    throw InvalidArgumentError("DistributedDataParallel::set_next_batch_samples needs DdpOptions::uneven_inputs");
+  }
+  if (samples < 0) throw InvalidArgumentError(str_cat("set_next_batch_samples: ", samples, " samples"));
+  next_batch_samples_ = samples;
+}
+
+// Note [Uneven inputs]: every step starts with an all-reduce (sum) of (1, samples,
+// synchronising, then one flag per rank, this rank's set) from each active rank and zeros from
+// each joined one. Its result gives the step's total samples, hence this rank's gradient
+// scale; tells a joined rank whether the others are still stepping and whether their backward
+// will reduce gradients (not under no_sync, not without autograd); and names the lowest active
+// rank, whose buffers are broadcast (rank 0's may be stale once it has joined). A joined rank
+// then issues what an active rank's step issues, in the same order: the buffer broadcast (when
+// enabled), then one hook call per bucket, on zeros. Under no_sync, samples and totals add up
+// until the synchronising step, whose scale covers them all (exact when each rank's micro
+// batches have the same size, the usual gradient accumulation).
+namespace {
+
+at::Tensor step_agreement(int world, int rank, int64_t samples, bool synchronising) {
+  at::Tensor step = at::zeros({3 + world}, at::kLong);
+  if (rank >= 0) {
+    int64_t* v = step.data_ptr<int64_t>();
+    v[0] = 1;
+    v[1] = samples;
+    v[2] = synchronising ? 1 : 0;
+    v[3 + rank] = 1;
+  }
+  return step;
+}
+
+int lowest_active(const at::Tensor& step, int world) {
+  const int64_t* v = step.data_ptr<int64_t>();
+  for (int r = 0; r < world; ++r) {
+    if (v[3 + r]) return r;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int DistributedDataParallel::agree_on_step(int64_t samples, bool synchronising) {
+  const int world = group_->size();
+  at::Tensor step = step_agreement(world, group_->rank(), samples, synchronising);
+  const CpuThrottleClock& throttle = CpuThrottleClock::process();
+  const auto start = Clock::now();
+  const auto throttled_before = throttle.throttled();
+  group_->allreduce(step, ReduceOp::kSum);
+  last_agreement_throttled_ = std::chrono::duration_cast<Clock::duration>(throttle.throttled() - throttled_before);
+  last_agreement_wait_ = Clock::now() - start;
+  ++steps_run_;
+  accumulated_samples_ += samples;
+  accumulated_total_ += step[1].item<int64_t>();
+  if (synchronising) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->gradient_scale =
+        accumulated_total_ > 0 ? static_cast<double>(world) * accumulated_samples_ / accumulated_total_ : 0.0;
+    accumulated_samples_ = accumulated_total_ = 0;
+  }
+  return lowest_active(step, world);
+}
+
+int64_t DistributedDataParallel::join() {
+  if (!options_.uneven_inputs)
+    throw InvalidArgumentError("DistributedDataParallel::join needs DdpOptions::uneven_inputs");
+  State& s = *state_;
+  const int world = group_->size();
+  int64_t answered = 0;
+  for (;;) {
+    at::Tensor step = step_agreement(world, /*rank=*/-1, 0, false);
+    group_->allreduce(step, ReduceOp::kSum);
+    if (step[0].item<int64_t>() == 0) break;  // every rank has joined
+    ++answered;
+    torch::NoGradGuard no_grad;
+    if (options_.broadcast_buffers && world > 1) {
+      const int source = lowest_active(step, world);
+      for (auto& b : module_->buffers()) group_->broadcast(b, source);
+    }
+    if (step[2].item<int64_t>() == 0 || world == 1) continue;  // no backward reduces this step
+    for (auto& bucket : s.buckets) {
+      bucket.flat.zero_();  // this rank's own gradients: it does not step any more
+      PendingReduction reduction = s.hook(*group_, bucket.flat);
+      reduction.work->wait();
+      if (reduction.then) reduction.then();
+    }
+  }
+  // The replicas drifted apart while some ranks had joined: take the one that ran longest.
+  at::Tensor mine = at::full({1}, steps_run_, at::kLong);
+  at::Tensor all = at::empty({world}, at::kLong);
+  group_->allgather(mine, all);
+  const int64_t* steps = all.data_ptr<int64_t>();
+  const int source = static_cast<int>(std::max_element(steps, steps + world) - steps);
+  torch::NoGradGuard no_grad;
+  for (auto& p : s.params) group_->broadcast(p, source);
+  for (auto& b : module_->buffers()) group_->broadcast(b, source);
+  steps_run_ = 0;
+  accumulated_samples_ = accumulated_total_ = 0;
+  return answered;
 }
 
 DistributedDataParallel::NoSync::NoSync(DistributedDataParallel& ddp) : ddp_(ddp) { ++ddp_.no_sync_depth_; }
@@ -297,6 +419,11 @@ void DistributedDataParallel::State::launch_ready_buckets() {
   while (next_to_launch < buckets.size() && buckets[next_to_launch].pending == 0) {
     Bucket& bucket = buckets[next_to_launch++];
     bucket.launched_at = Clock::now();
+    if (gradient_scale == 0.0) {
+      bucket.flat.zero_();  // no samples here: nothing, not NaN * 0, from an empty batch's loss
+    } else if (gradient_scale != 1.0) {
+      bucket.flat.mul_(gradient_scale);
+    }
     bucket.reduction = hook(*group, bucket.flat);
     bucket.launched = true;
   }
@@ -347,6 +474,8 @@ void DistributedDataParallel::State::finish_backward() {
   DdpIterationStats stats = current;
   reset_iteration();
   lock.unlock();
+  const CpuThrottleClock* throttle = measure_throttle ? &CpuThrottleClock::process() : nullptr;
+  const auto throttled_before = throttle ? throttle->throttled() : std::chrono::nanoseconds(0);
   std::exception_ptr failure;
   for (size_t k = 0; k < reductions.size(); ++k) {
     try {
@@ -358,6 +487,10 @@ void DistributedDataParallel::State::finish_backward() {
     stats.buckets.push_back({launched_at[k], reductions[k].work->started_at(), reductions[k].work->completed_at()});
   }
   stats.finished = Clock::now();
+  if (throttle) {
+    stats.throttled_while_waiting =
+        std::chrono::duration_cast<Clock::duration>(throttle->throttled() - throttled_before);
+  }
   lock.lock();
   last = stats;
   lock.unlock();

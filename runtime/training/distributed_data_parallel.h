@@ -33,7 +33,9 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/comm/process_group.h"
@@ -48,6 +50,15 @@ struct DdpOptions {
   bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm statistics) before every forward
   bool find_unused_parameters = false;
   CommHook comm_hook;  // empty: allreduce_hook(); see comm_hooks.h for fp16/bf16 compression
+  // Ranks whose batches differ in size or in number (docs/training.md, "Ranks of unequal
+  // speed"). Before each forward the ranks agree, in one small all-reduce, on how many samples
+  // each contributes; the reduced gradient is then the mean over all ranks' samples, the sum of
+  // b_r * g_r over the sum of b_r (not the mean of per-rank means), on every hook; and a rank
+  // that has run out of batches calls join(). The loss must be the mean over the rank's own
+  // samples (PyTorch's default reduction). Every forward with autograd on and outside no_sync
+  // must be followed by exactly one backward (as in PyTorch); buffers come from the lowest rank
+  // still training. Costs that all-reduce per step.
+  bool uneven_inputs = false;
 };
 
 // Timing of the last synchronised backward, for overlap measurements (steady clock).
@@ -59,6 +70,10 @@ struct DdpIterationStats {
     std::chrono::steady_clock::time_point launched, started, completed;
   };
   std::vector<Bucket> buckets;  // in launch order
+  // With uneven_inputs, where the CPU quota is known (cpu_throttle.h): the time this process
+  // stood still for its quota between last_gradient and finished, which is not waiting for
+  // others but its own slowness.
+  std::chrono::steady_clock::duration throttled_while_waiting{};
   // Share of the buckets' communication time (started..completed) before last_gradient.
   double hidden_fraction() const;
 };
@@ -89,12 +104,31 @@ class DistributedDataParallel {
   // Runs the module's forward (buffers broadcast first, when enabled).
   template <typename... Args>
   torch::Tensor forward(Args&&... args) {
-    before_forward();
+    before_forward(options_.uneven_inputs ? leading_size(args...) : -1);
     if constexpr (sizeof...(Args) == 1) {
       if (data_parallel_) return data_parallel_->forward(std::forward<Args>(args)...);
     }
     return module_forward_.forward(std::forward<Args>(args)...);
   }
+
+  // With uneven_inputs: how many samples the next forward's batch holds (default: the first
+  // argument's size(0)). A rank may give 0: it still runs forward and backward, and its
+  // gradient (whatever it is, NaN from an empty mean included) counts for nothing.
+  void set_next_batch_samples(int64_t samples);
+
+  // With uneven_inputs: how long the last forward waited in the step's agreement (mostly for
+  // slower ranks to arrive): communication wait, for measurements of compute time.
+  std::chrono::steady_clock::duration last_step_agreement_wait() const { return last_agreement_wait_; }
+  // The part of that wait this process stood still for its CPU quota (cpu_throttle.h).
+  std::chrono::steady_clock::duration last_step_agreement_throttled() const { return last_agreement_throttled_; }
+
+  // With uneven_inputs, once this rank has no more batches (every rank calls it after its
+  // loop, as PyTorch's `with Join([ddp]):` does when it ends): answers the other ranks' steps
+  // with zero gradients and no samples until every rank has joined; then every rank takes the
+  // parameters and buffers of the rank that ran the most steps (the lowest such rank), so the
+  // replicas are identical again. Optimizer state is not synchronised. Returns the number of
+  // steps this rank answered without data.
+  int64_t join();
 
   torch::nn::Module& module() { return *module_; }
   ProcessGroup& group() { return *group_; }
@@ -123,8 +157,22 @@ class DistributedDataParallel {
   DistributedDataParallel(std::shared_ptr<torch::nn::Module> module, torch::nn::AnyModule forward,
                           std::shared_ptr<ProcessGroup> group, DdpOptions options,
                           DataParallel* data_parallel = nullptr);
-  void before_forward();
+  void before_forward(int64_t inferred_samples);
   void register_gradient_hooks();
+  // With uneven_inputs: the step's all-reduce (Note [Uneven inputs]); returns the lowest
+  // active rank, the source of the buffers.
+  int agree_on_step(int64_t samples, bool synchronising);
+
+  static int64_t leading_size() { return -1; }
+  template <typename First, typename... Rest>
+  static int64_t leading_size(const First& first, const Rest&...) {
+    if constexpr (std::is_convertible_v<const First&, const at::Tensor&>) {
+      const at::Tensor& t = first;
+      return !t.defined() ? -1 : t.dim() > 0 ? t.size(0) : 1;
+    } else {
+      return -1;
+    }
+  }
 
   DataParallel* data_parallel_ = nullptr;  // set when wrapping a DataParallel
   std::shared_ptr<torch::nn::Module> module_;
@@ -133,6 +181,12 @@ class DistributedDataParallel {
   DdpOptions options_;
   std::shared_ptr<State> state_;
   int no_sync_depth_ = 0;
+  std::optional<int64_t> next_batch_samples_;  // set_next_batch_samples(), for one forward
+  int64_t steps_run_ = 0;                      // forwards with uneven_inputs, for join()
+  int64_t accumulated_samples_ = 0;            // this rank's, since the last synchronising forward
+  int64_t accumulated_total_ = 0;              // all ranks', likewise
+  std::chrono::steady_clock::duration last_agreement_wait_{};
+  std::chrono::steady_clock::duration last_agreement_throttled_{};
 };
 
 }  // namespace ringtorch

@@ -260,6 +260,177 @@ TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
   }
 }
 
+// Note [Uneven inputs]: ranks on batches of unequal size (48 and 16; 40, 16 and 8) reduce to
+// the gradient of the mean loss over all 64 samples, so several SGD-with-momentum steps equal
+// one process on the concatenated batch; on the plain path and on the compressed ones.
+TEST(DistributedDataParallel, WeightedBatchesEqualOneProcessOnTheConcatenatedBatch) {
+  constexpr int kSteps = 4;
+  const auto batches = make_batches(kSteps, 64);
+  Net initial;
+  Net reference;
+  copy_parameters(*initial, *reference);
+  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+  for (const auto& b : batches) {
+    reference_sgd.zero_grad();
+    torch::mse_loss(reference->forward(b.x), b.y).backward();
+    reference_sgd.step();
+  }
+  // Every tolerance is below the 0.02-0.03 by which the mean of per-rank means misses here
+  // (measured with the scaling taken out).
+  const struct {
+    std::vector<int64_t> split;
+    CommHook hook;
+    double tolerance;
+  } cases[] = {
+      {{48, 16}, nullptr, 1e-5},
+      {{40, 16, 8}, nullptr, 1e-5},
+      {{40, 16, 8}, fp16_compress_hook(), 5e-3},
+      {{48, 16}, bf16_compress_hook(), 1e-2},
+  };
+  for (const auto& c : cases) {
+    const int world = static_cast<int>(c.split.size());
+    testing::on_thread_ranks(world, [&](ProcessGroup& group) {
+      Net model;
+      if (group.rank() == 0) copy_parameters(*initial, *model);
+      DdpOptions options = small_buckets();
+      options.uneven_inputs = true;
+      options.comm_hook = c.hook;
+      DistributedDataParallel ddp(model, borrow(group), options);
+      torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+      int64_t offset = 0;
+      for (int r = 0; r < group.rank(); ++r) offset += c.split[static_cast<size_t>(r)];
+      const int64_t mine = c.split[static_cast<size_t>(group.rank())];
+      for (int s = 0; s < kSteps; ++s) {
+        sgd.zero_grad();
+        auto x = batches[s].x.narrow(0, offset, mine), y = batches[s].y.narrow(0, offset, mine);
+        torch::mse_loss(ddp.forward(x), y).backward();
+        sgd.step();
+        expect_identical_across_ranks(group, *model, s);
+      }
+      EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), c.tolerance, c.tolerance))
+          << world << " ranks: max difference "
+          << (flat_parameters(*model) - flat_parameters(*reference)).abs().max().item<float>();
+    });
+  }
+}
+
+// PyTorch's Join: ranks with 5, 7 and 9 batches. A rank that runs out joins and answers the
+// others' steps with zero gradients and no samples; each step's gradient is the mean over the
+// samples of the ranks still training, and after join() every rank holds the same parameters.
+TEST(DistributedDataParallel, RanksWithFiveSevenAndNineBatchesJoinAndMatchTheMath) {
+  const int counts[] = {5, 7, 9};
+  std::vector<std::vector<Batch>> data;
+  for (int r = 0; r < 3; ++r) data.push_back(make_batches(counts[r], 8 + 4 * r));  // 8, 12, 16 samples
+  Net initial;
+  Net reference;
+  copy_parameters(*initial, *reference);
+  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  for (int s = 0; s < 9; ++s) {
+    std::vector<at::Tensor> xs, ys;
+    for (int r = 0; r < 3; ++r) {
+      if (s >= counts[r]) continue;
+      xs.push_back(data[r][s].x);
+      ys.push_back(data[r][s].y);
+    }
+    reference_sgd.zero_grad();
+    torch::mse_loss(reference->forward(torch::cat(xs)), torch::cat(ys)).backward();
+    reference_sgd.step();
+  }
+  testing::on_thread_ranks(3, [&](ProcessGroup& group) {
+    const int rank = group.rank();
+    Net model;
+    if (rank == 0) copy_parameters(*initial, *model);
+    DdpOptions options = small_buckets();
+    options.uneven_inputs = true;
+    DistributedDataParallel ddp(model, borrow(group), options);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+    for (const auto& b : data[rank]) {
+      sgd.zero_grad();
+      torch::mse_loss(ddp.forward(b.x), b.y).backward();
+      sgd.step();
+    }
+    EXPECT_EQ(ddp.join(), 9 - counts[rank]);
+    expect_identical_across_ranks(group, *model, 9);
+    EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), 1e-5, 1e-5))
+        << "max difference " << (flat_parameters(*model) - flat_parameters(*reference)).abs().max().item<float>();
+  });
+}
+
+// Gradient accumulation with uneven inputs: batches of 6 and 2 per micro step, 2 micro steps
+// under no_sync, equal the sum over micro steps of the mean loss over both ranks' samples (the
+// convention of plain DDP, which sums micro steps and averages ranks).
+TEST(DistributedDataParallel, WeightedBatchesUnderNoSyncSumTheMicroStepsExactly) {
+  const auto batches = make_batches(2, 8);  // two micro steps of 8 samples: 6 for rank 0, 2 for rank 1
+  Net initial;
+  Net reference;
+  copy_parameters(*initial, *reference);
+  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1));
+  reference_sgd.zero_grad();
+  for (const auto& b : batches) torch::mse_loss(reference->forward(b.x), b.y).backward();
+  reference_sgd.step();
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net model;
+    if (group.rank() == 0) copy_parameters(*initial, *model);
+    DdpOptions options = small_buckets();
+    options.uneven_inputs = true;
+    DistributedDataParallel ddp(model, borrow(group), options);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
+    const int64_t offset = group.rank() == 0 ? 0 : 6, mine = group.rank() == 0 ? 6 : 2;
+    sgd.zero_grad();
+    {
+      auto no_sync = ddp.no_sync();
+      torch::mse_loss(ddp.forward(batches[0].x.narrow(0, offset, mine)), batches[0].y.narrow(0, offset, mine))
+          .backward();
+    }
+    torch::mse_loss(ddp.forward(batches[1].x.narrow(0, offset, mine)), batches[1].y.narrow(0, offset, mine)).backward();
+    sgd.step();
+    EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), 1e-5, 1e-5))
+        << "max difference " << (flat_parameters(*model) - flat_parameters(*reference)).abs().max().item<float>();
+  });
+}
+
+// A module that counts its forwards in a buffer.
+struct CountingImpl : torch::nn::Module {
+  CountingImpl() {
+    fc = register_module("fc", torch::nn::Linear(8, 4));
+    register_buffer("forwards", torch::zeros({1}));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    {
+      torch::NoGradGuard no_grad;
+      named_buffers()["forwards"].add_(1);
+    }
+    return fc(x);
+  }
+  torch::nn::Linear fc{nullptr};
+};
+TORCH_MODULE(Counting);
+
+// Once rank 0 has joined, the buffers come from rank 1 (rank 0's are stale), an evaluation
+// forward without autograd does not make the joined rank wait for buckets, and after join()
+// both ranks hold rank 1's buffers.
+TEST(DistributedDataParallel, AJoinedRankTakesBuffersFromTheActiveAndSkipsEvaluationForwards) {
+  const auto batches = make_batches(3, 4);
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Counting model;
+    DdpOptions options;
+    options.uneven_inputs = true;
+    DistributedDataParallel ddp(model, borrow(group), options);
+    torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.1));
+    const int steps = group.rank() == 0 ? 1 : 3;
+    for (int s = 0; s < steps; ++s) {
+      sgd.zero_grad();
+      torch::mse_loss(ddp.forward(batches[s].x), batches[s].y).backward();
+      sgd.step();
+      torch::NoGradGuard evaluating;
+      ddp.forward(batches[s].x);
+    }
+    EXPECT_EQ(ddp.join(), 6 - 2 * steps);
+    // Six forwards on rank 1, each after a broadcast of the lowest active rank's count.
+    EXPECT_EQ(model->named_buffers()["forwards"].item<float>(), 6.0f);
+  });
+}
+
 TEST(DistributedDataParallel, BuffersFollowRankZeroBeforeEveryForward) {
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net model;

@@ -1,0 +1,119 @@
+// BatchBalancer: per-rank batch sizes that follow each rank's measured speed (ringtrain's
+// --balance auto; docs/training.md, "Ranks of unequal speed"). The global batch B stays fixed
+// (so does the learning rate tied to it); each rank's share b_r follows weights w_r through
+// split_global_batch (base/batch_split.h).
+//
+// Each rank records, per training step, the step's wall time, its compute time (the step
+// without the time it waited for others: DDP's step agreement and the end-of-backward wait for
+// buckets) and its samples. rebalance(), a collective every rank calls at the same step,
+// all-gathers those sums since the last call and decides, the same way on every rank:
+//  1. Model: move the weights toward the speeds 1 / (compute seconds per sample): all the way
+//     the first time, half way later (smoothing), each weight at most x4 or /4 per call before
+//     the weights are normalised again (bound); the split changes only when some rank's batch moves by more than 2% of
+//     B (hysteresis), so that noise does not make it oscillate.
+//  2. Probe: once the model is content (it is then left alone until settled, so that it does
+//     not undo the probes), move a few samples (8% of B) from the rank slowest per sample to
+//     the fastest, and keep the move only if the next interval's throughput (samples per
+//     second of step time) is 3% higher, then move again; else go back, and try half the size
+//     (after moves that paid; the same way) or the other direction (before any; after both,
+//     half the size from the first way again). When the size reaches zero
+//     the balancer is settled. The model
+//     alone is blind to costs that depend on the split other than compute: a rank limited by
+//     a CPU quota (a container) that runs out of it inside the collectives makes every rank
+//     wait, the longer the more samples it takes.
+// Decisions come every `interval` steps after the warm-up until settled (due_after_step), and
+// at every epoch end (the trainer's call), where a model move wakes the probing up again.
+//
+// Example (given: ringtorch::ProcessGroup& group, int64_t steps, const std::function<double(int64_t)>& train_step):
+//   ringtorch::BatchBalancer balancer(group, 64, std::vector<double>(group.size(), 1.0), /*automatic=*/true,
+//                                     c10::Device(c10::kCPU));
+//   for (int64_t step = 0; step < steps; ++step) {
+//     const int64_t mine = balancer.split()[group.rank()];
+//     const double compute = train_step(mine);  // its compute seconds (the step took as long)
+//     balancer.record_step(compute, compute, mine);
+//     if (balancer.due_after_step(step + 1) && balancer.rebalance(group) && group.rank() == 0)
+//       std::printf("%s\n", balancer.describe().c_str());
+//   }
+//
+// Thread-safety: one training thread.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/comm/process_group.h"
+
+namespace ringtorch {
+
+struct BalanceSettings {
+  int warmup_steps = 5;      // steps not measured at the start (allocation, caches)
+  int interval = 40;         // measured steps between decisions until settled
+  double smoothing = 0.5;    // share of the way to the measured weights, after the first call
+  double max_factor = 4;     // a weight changes at most by this factor per call
+  double min_change = 0.02;  // of B: smaller model moves of every rank's batch are not made
+  double probe = 0.08;       // of B: the first probe's size
+  double probe_gain = 0.03;  // a probe is kept when throughput rises by more than this share
+};
+
+// The weights after one model step (pure): from `current` toward 1 / seconds_per_sample.
+// `first`: all the way (still bounded by max_factor).
+std::vector<double> next_weights(const std::vector<double>& current, const std::vector<double>& seconds_per_sample,
+                                 bool first, const BalanceSettings& settings = {});
+
+class BatchBalancer {
+ public:
+  // A collective (it gathers the ranks' devices, for describe()). `weights`: one per rank (any
+  // scale), the starting split; `automatic`: rebalance() moves them, else they stay. Throws
+  // InvalidArgumentError for weights of the wrong count, or those split_global_batch refuses.
+  BatchBalancer(ProcessGroup& group, int64_t global_batch, std::vector<double> weights, bool automatic,
+                c10::Device device, BalanceSettings settings = {});
+
+  int64_t global_batch() const { return global_batch_; }
+  const std::vector<int64_t>& split() const { return split_; }
+  const std::vector<double>& weights() const { return weights_; }
+  bool automatic() const { return automatic_; }
+  bool settled() const { return probe_size_ == 0; }
+
+  // Local: one training step's compute seconds (waits excluded) and wall seconds, on `samples`.
+  void record_step(double compute_seconds, double step_seconds, int64_t samples);
+  // Whether to call rebalance() after the run's `steps_run`-th step: every `interval` steps
+  // after the warm-up until settled. The same on every rank (it counts steps only).
+  bool due_after_step(int64_t steps_run) const;
+  // Collective (see above), except when fewer than `interval` steps were measured since the
+  // last decision: then it returns false at once on every rank and keeps measuring. Returns
+  // true when the split changed; false without `automatic`.
+  bool rebalance(ProcessGroup& group);
+
+  // "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.1x)": the split, and after a rebalance the
+  // compute speed of the fastest rank over the slowest's.
+  std::string describe() const;
+
+ private:
+  bool apply(const std::vector<int64_t>& split);
+
+  const int64_t global_batch_;
+  const bool automatic_;
+  const BalanceSettings settings_;
+  std::vector<double> weights_;
+  std::vector<int64_t> split_;
+  std::vector<std::string> devices_;  // per rank
+  double measured_ratio_ = 0;         // 0: not measured yet
+  int model_steps_ = 0;
+  bool model_content_ = false;          // the model's last step did not move the split
+  int64_t probe_size_ = 0;              // samples per probe; 0: settled
+  bool probing_ = false;                // the last decision was a probe, on trial
+  int probe_direction_ = 1;             // +1: from the slowest rank per sample to the fastest
+  bool tried_other_direction_ = false;  // at this probe size
+  bool kept_at_this_size_ = false;      // a probe of this size paid
+  std::vector<int64_t> before_probe_;   // the split it started from
+  double throughput_before_probe_ = 0;
+  int64_t steps_recorded_ = 0;
+  int64_t steps_measured_ = 0;                     // since the last decision, after the warm-up
+  double compute_seconds_ = 0, step_seconds_ = 0;  // since the last rebalance, after the warm-up
+  int64_t samples_ = 0;
+};
+
+}  // namespace ringtorch

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# ringtrain --balance on the real Fashion-MNIST under ringrun (2 ranks): given weights 3:1 split
+# the global batch 96/32 with identical ranks and the seeds' accuracy; --balance auto runs and
+# reports its split; a checkpoint taken with one split resumes with another; bad input exits
+# non-zero with a message naming the problem. (Whether auto follows real speed differences is
+# measured by bench/compare_hetero, not asserted here: tests never assert on time.)
+set -euo pipefail
+ringrun=$1
+ringtrain=$2
+data=/usr/share/datasets/fashion-mnist
+[ -e "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+run() { "$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 120 "$ringtrain" --progress off "$@" 2>&1; }
+json_of() { grep -o '{"balance".*' <<<"$1"; }
+
+out=$(run --model mlp --epochs 1 --balance 3:1 --checkpoint-dir "$dir/ck" --metrics "$dir/metrics.jsonl") ||
+  { echo "$out"; exit 1; }
+echo "$out"
+grep -q "\[ringtorch\] balance: rank 0 cpu 96/128, rank 1 cpu 32/128$" <<<"$out" || { echo "FAILED: no split line"; exit 1; }
+/usr/bin/python3 - "$(json_of "$out")" "$dir/metrics.jsonl" <<'PY'
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["balance"] == "3:1" and r["split"] == [96, 32], r
+assert r["test_accuracy"] >= 0.80, "accuracy %s < 0.80" % r["test_accuracy"]
+assert len(set(r["parameter_checksums"])) == 1, "ranks differ: %s" % r["parameter_checksums"]
+lines = [json.loads(l) for l in open(sys.argv[2])]
+assert lines[0]["split"] == [96, 32], lines
+print("--balance 3:1: accuracy %.4f, ranks identical" % r["test_accuracy"])
+PY
+
+# A new split on resume: weights are not part of the checkpoint.
+out=$(run --model mlp --epochs 2 --balance 1:3 --checkpoint-dir "$dir/ck" --resume) || { echo "$out"; exit 1; }
+grep -q "Resumed from epoch 1" <<<"$out" && grep -q "rank 0 cpu 32/128, rank 1 cpu 96/128" <<<"$out" &&
+  grep -q "Rank 1, Epoch \[2/2\]" <<<"$out" || { echo "$out"; echo "FAILED: resume with a new split"; exit 1; }
+
+out=$(run --model mlp --epochs 2 --balance auto --max-train-samples 12800) || { echo "$out"; exit 1; }
+grep -q "\[ringtorch\] balance: rank 0 cpu 64/128, rank 1 cpu 64/128$" <<<"$out" &&
+  /usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["balance"]=="auto" and sum(r["split"])==128, r' \
+    "$(json_of "$out")" || { echo "$out"; echo "FAILED: --balance auto"; exit 1; }
+
+expect_error() {
+  local expected=$1; shift
+  if out=$(run --model mlp --epochs 1 --max-train-samples 256 "$@"); then echo "FAILED: accepted $*"; exit 1; fi
+  grep -q -- "$expected" <<<"$out" || { echo "$out"; echo "FAILED: '$*' does not say '$expected'"; exit 1; }
+}
+expect_error "every rank's weight is 0" --balance 0:0
+expect_error "a rank of weight 0 would have nothing to train on" --balance 1:0
+expect_error "gives 3 weights for 2 ranks" --balance 3:1:1
+expect_error "a global batch of 1 cannot give each of the 2 ranks" --balance auto --global-batch 1
+expect_error "needs --balance auto or weights" --global-batch 64
+expect_error "is not a number" --balance fast:slow
+echo "ringtrain --balance: OK"

@@ -1,0 +1,94 @@
+// BatchBalancer and next_weights: the weights follow measured speed, all the way the first
+// time, half way later, bounded per call, with hysteresis; every rank agrees (ranks as threads).
+#include "runtime/training/batch_balancer.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+TEST(NextWeights, FirstAllTheWayThenHalfWayAndBounded) {
+  // Rank 1 takes 3x as long per sample: speeds 1 and 1/3, weights 0.75 and 0.25.
+  auto w = next_weights({1, 1}, {0.001, 0.003}, /*first=*/true);
+  EXPECT_NEAR(w[0], 0.75, 1e-12);
+  EXPECT_NEAR(w[1], 0.25, 1e-12);
+  // Later calls go half way: from 0.75/0.25 toward 0.5/0.5 gives 0.625/0.375.
+  w = next_weights({0.75, 0.25}, {0.002, 0.002}, /*first=*/false);
+  EXPECT_NEAR(w[0], 0.625, 1e-12);
+  // A 100x measurement moves a weight at most 4x per call (then normalised).
+  w = next_weights({1, 1}, {0.001, 0.1}, /*first=*/true);
+  EXPECT_NEAR(w[1] / w[0], 0.125 / 0.99, 0.02);
+}
+
+TEST(BatchBalancer, RanksAgreeOnTheSplitOfTheirMeasuredSpeeds) {
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    BalanceSettings settings;
+    settings.warmup_steps = 2;
+    settings.interval = 4;
+    BatchBalancer balancer(group, 64, {1, 1}, /*automatic=*/true, c10::Device(c10::kCPU), settings);
+    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{32, 32}));
+    const double per_sample = group.rank() == 0 ? 0.001 : 0.003;
+    int64_t step = 0;
+    for (; !balancer.due_after_step(step); ++step) {
+      const int64_t mine = balancer.split()[static_cast<size_t>(group.rank())];
+      // The warm-up steps are slow (ignored); the rest take per_sample each.
+      const double seconds = step < 2 ? 1.0 : per_sample * mine;
+      balancer.record_step(seconds, seconds, mine);
+    }
+    EXPECT_EQ(step, 6);
+    EXPECT_TRUE(balancer.rebalance(group));
+    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{48, 16}));
+    EXPECT_EQ(balancer.describe(), "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.0x)");
+    // The same speeds again: the model is content, so a probe moves 5 samples (8% of 64) from
+    // the rank slowest per sample to the fastest...
+    const auto window = [&](double wall) {
+      for (int i = 0; i < 4; ++i) {
+        const int64_t mine = balancer.split()[static_cast<size_t>(group.rank())];
+        balancer.record_step(per_sample * mine, wall, mine);
+      }
+    };
+    window(0.060);
+    EXPECT_TRUE(balancer.rebalance(group));
+    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{53, 11}));
+    // ...which is kept when throughput rose by more than 3% (the same samples in less time),
+    // and followed by another the same way...
+    window(0.050);
+    EXPECT_FALSE(balancer.rebalance(group));
+    window(0.050);
+    EXPECT_TRUE(balancer.rebalance(group));
+    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{58, 6}));
+    // ...undone when it did not pay; then smaller probes, both ways, each undone while none
+    // pays, until the balancer settles where the best throughput was.
+    const std::vector<int64_t> best{53, 11};
+    window(0.060);
+    EXPECT_TRUE(balancer.rebalance(group));
+    EXPECT_EQ(balancer.split(), best);
+    for (int decision = 0; decision < 12 && !balancer.settled(); ++decision) {
+      window(balancer.split() == best ? 0.050 : 0.060);
+      balancer.rebalance(group);
+    }
+    EXPECT_TRUE(balancer.settled());
+    EXPECT_EQ(balancer.split(), best);
+  });
+}
+
+TEST(BatchBalancer, FixedWeightsStayAndWrongCountsAreRefused) {
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    BatchBalancer fixed(group, 64, {3, 1}, /*automatic=*/false, c10::Device(c10::kCPU));
+    EXPECT_EQ(fixed.split(), (std::vector<int64_t>{48, 16}));
+    fixed.record_step(1.0, 1.0, 48);
+    EXPECT_FALSE(fixed.rebalance(group));
+    try {
+      BatchBalancer wrong(group, 64, {3, 1, 1}, false, c10::Device(c10::kCPU));
+      ADD_FAILURE() << "accepted 3 weights for 2 ranks";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("3 weights for 2 ranks"), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ringtorch
