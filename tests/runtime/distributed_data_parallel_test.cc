@@ -77,6 +77,17 @@ std::vector<Batch> make_batches(int steps, int64_t batch) {
   return batches;
 }
 
+// One process training `reference` (from `initial`'s weights) with SGD on each whole batch.
+void train_reference(Net& initial, Net& reference, const std::vector<Batch>& batches, double momentum) {
+  copy_parameters(*initial, *reference);
+  torch::optim::SGD sgd(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(momentum));
+  for (const auto& b : batches) {
+    sgd.zero_grad();
+    torch::mse_loss(reference->forward(b.x), b.y).backward();
+    sgd.step();
+  }
+}
+
 DdpOptions small_buckets() {
   DdpOptions o;
   o.first_bucket_mb = 16.0 / (1 << 20);  // 16 and 64 bytes: 4 buckets even for this small net
@@ -89,13 +100,7 @@ TEST(DistributedDataParallel, TwoRanksOnHalfBatchesEqualOneProcessOnTheFullBatch
   const auto batches = make_batches(kSteps, 8);
   Net reference;
   Net initial;
-  copy_parameters(*initial, *reference);
-  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  for (const auto& b : batches) {
-    reference_sgd.zero_grad();
-    torch::mse_loss(reference->forward(b.x), b.y).backward();
-    reference_sgd.step();
-  }
+  train_reference(initial, reference, batches, /*momentum=*/0.9);
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net model;  // rank 1 starts from other weights: DDP broadcasts rank 0's
     if (group.rank() == 0) copy_parameters(*initial, *model);
@@ -122,13 +127,7 @@ TEST(DistributedDataParallel, OverDataParallelEqualsOneProcessOnTheFullBatch) {
   const auto batches = make_batches(kSteps, 8);
   Net initial;
   Net reference;
-  copy_parameters(*initial, *reference);
-  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1));
-  for (const auto& b : batches) {
-    reference_sgd.zero_grad();
-    torch::mse_loss(reference->forward(b.x), b.y).backward();
-    reference_sgd.step();
-  }
+  train_reference(initial, reference, batches, /*momentum=*/0);
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     DataParallel dp([] { return torch::nn::AnyModule(Net()); }, {torch::kCPU, torch::kCPU});
     if (group.rank() == 0) copy_parameters(*initial, dp.module());
@@ -268,13 +267,7 @@ TEST(DistributedDataParallel, WeightedBatchesEqualOneProcessOnTheConcatenatedBat
   const auto batches = make_batches(kSteps, 64);
   Net initial;
   Net reference;
-  copy_parameters(*initial, *reference);
-  torch::optim::SGD reference_sgd(reference->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  for (const auto& b : batches) {
-    reference_sgd.zero_grad();
-    torch::mse_loss(reference->forward(b.x), b.y).backward();
-    reference_sgd.step();
-  }
+  train_reference(initial, reference, batches, /*momentum=*/0.9);
   // Every tolerance is below the 0.02-0.03 by which the mean of per-rank means misses here
   // (measured with the scaling taken out).
   const struct {
