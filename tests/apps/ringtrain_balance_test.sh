@@ -7,10 +7,7 @@
 set -euo pipefail
 ringrun=$1
 ringtrain=$2
-data=/usr/share/datasets/fashion-mnist
-[ -e "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/fashion_mnist_or_skip.sh"
 run() { "$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 120 "$ringtrain" --progress off "$@" 2>&1; }
 json_of() { grep -o '{"balance".*' <<<"$1"; }
 

@@ -5,10 +5,7 @@
 set -euo pipefail
 ringrun=$1
 ringtrain=$2
-data=/usr/share/datasets/fashion-mnist
-[ -e "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
-dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+source "$(dirname "$0")/fashion_mnist_or_skip.sh"
 run() { "$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 120 "$ringtrain" --log-interval 0 "$@" 2>&1; }
 
 out=$(run --model mlp --epochs 1 --checkpoint-dir "$dir/ck" --metrics "$dir/metrics.jsonl") || { echo "$out"; exit 1; }

@@ -4,10 +4,8 @@
 # the private store directory is gone afterwards; bad input exits non-zero with a message.
 set -euo pipefail
 spawn_example=$1
-data=/usr/share/datasets/fashion-mnist
-[ -e "$data/train-images-idx3-ubyte.gz" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
-export TMPDIR=$(mktemp -d)
-trap 'rm -rf "$TMPDIR"' EXIT
+source "$(dirname "$0")/fashion_mnist_or_skip.sh"
+export TMPDIR=$dir  # spawn() makes its private directory here
 
 out=$("$spawn_example" --nprocs 2 --epochs 1 2>&1) || { echo "$out"; exit 1; }
 echo "$out"
