@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "runtime/launch/launch_agent.h"
 #include "runtime/launch/launch_config.h"
+#include "runtime/trace/timeline.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -22,6 +23,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    // RINGTORCH_TIMELINE names the file ringrun merges the workers' timelines into; ringrun
+    // itself records nothing there.
+    ringtorch::Timeline::release_environment_file();
     ringtorch::LaunchAgent::install_signal_handlers();
     ringtorch::LaunchAgent agent(std::move(config));
     return agent.run();

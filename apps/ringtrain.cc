@@ -2,6 +2,7 @@
 // Flags -> TrainerOptions -> ringtorch::train (apps/trainer/trainer.h).
 //   ringrun --standalone --nproc_per_node 2 --use_env ringtrain --model lenet --epochs 3
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "apps/main_guard.h"
@@ -10,6 +11,7 @@
 #include "base/error.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/trace/timeline.h"
 
 namespace {
 
@@ -19,14 +21,16 @@ const char kUsage[] =
     "                 [--momentum X] [--weight-decay X] [--optimizer sgd|adam] [--seed N] [--threads N]\n"
     "                 [--device auto|cpu|cuda|cuda:N] [--gpus ID,ID,... (DataParallel in the process)]\n"
     "                 [--checkpoint-dir DIR] [--resume] [--metrics FILE] [--progress auto|bar|lines|off]\n"
+    "                 [--timeline FILE (Chrome trace of every rank)] [--plot FILE.svg (loss, accuracy, samples/s)]\n"
     "                 [--log-interval N] [--init-method URL] [--timeout SECONDS]\n"
     "                 [--balance equal|auto|W0:W1:... (per-rank batches for ranks of unequal speed)]\n"
     "                 [--global-batch N (with --balance; default batch-size x world size)]\n"
     "                 [--max-train-samples N (the first N training images only)]\n"
     "                 [--config job.json (the same keys without dashes; flags override)]\n"
     "Launch with ringrun, torchrun, or any env:// launch. Prints 'Rank R, Epoch [e/E], Loss: x' per\n"
-    "epoch, the test accuracy, and a final JSON line (world size, samples/s, epoch times, loss,\n"
-    "accuracy, per-rank parameter checksums).\n";
+    "epoch, the test accuracy, a per-rank table (samples/s, compute, communication wait), and a final\n"
+    "JSON line (world size, samples/s, epoch times, loss, accuracy, per-rank times and parameter\n"
+    "checksums).\n";
 
 int run(int argc, char** argv) {
   ringtorch::TrainerOptions o;
@@ -57,8 +61,13 @@ int run(int argc, char** argv) {
     }
   }
   ringtorch::validate(o);  // before the rendezvous: a bad flag fails fast on every rank
+  if (!o.timeline_path.empty()) ringtorch::Timeline::start();
+  std::optional<ringtorch::TimelineSpan> span(std::in_place, "rendezvous", "setup");
   auto rdzv = ringtorch::rendezvous(rdzv_options);
+  span.emplace("process group", "setup");  // the rendezvous' span ends, the group's begins
+  span->set_args("{\"restart\":" + std::to_string(rdzv.restart) + "}");
   auto group = ringtorch::ProcessGroup::create(rdzv);
+  span.reset();
   const auto report = ringtorch::train(o, *group);
   if (group->rank() == 0) std::printf("%s\n", report.to_json().c_str());
   return 0;

@@ -25,3 +25,15 @@ message(STATUS "ringtorch: LibTorch with CUDA: ${RINGTORCH_TORCH_CUDA}")
 
 # TORCH_CXX_FLAGS carries the C++ ABI define; the imported target already holds it.
 message(STATUS "ringtorch: LibTorch ${Torch_VERSION} at ${TORCH_INSTALL_PREFIX}")
+
+# PLplot draws ringtrain's --plot pictures (apps/plot). Optional: without it, --plot says how to
+# get it; scripts/setup.sh installs libplplot-dev.
+find_package(PkgConfig QUIET)
+if(PkgConfig_FOUND)
+  pkg_check_modules(RINGTORCH_PLPLOT QUIET IMPORTED_TARGET plplot)
+endif()
+if(RINGTORCH_PLPLOT_FOUND)
+  message(STATUS "ringtorch: PLplot ${RINGTORCH_PLPLOT_VERSION}: ringtrain --plot draws SVG")
+else()
+  message(STATUS "ringtorch: PLplot not found (libplplot-dev): ringtrain --plot unavailable")
+endif()

@@ -59,6 +59,10 @@ bool apply_trainer_flag(const std::string& arg, const std::string& value, Traine
     o.resume = value == "true";
   } else if (arg == "--metrics") {
     o.metrics_path = value;
+  } else if (arg == "--timeline") {
+    o.timeline_path = value;
+  } else if (arg == "--plot") {
+    o.plot_path = value;
   } else if (arg == "--device") {
     o.device = value;
   } else if (arg == "--gpus") {

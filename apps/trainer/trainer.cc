@@ -9,8 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "apps/plot/run_plot.h"
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
+#include "apps/trainer/rank_report.h"
+#include "base/atomic_file.h"
 #include "base/batch_split.h"
 #include "base/error.h"
 #include "base/parse.h"
@@ -19,6 +22,7 @@
 #include "datasets/weighted_sampler.h"
 #include "models/registry.h"
 #include "rendezvous/init_method.h"
+#include "runtime/trace/timeline.h"
 #include "runtime/training/batch_balancer.h"
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"
@@ -91,6 +95,33 @@ std::pair<int64_t, int64_t> evaluate(PlacedModel& model, const ImageDataset& tes
   return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
 }
 
+// --timeline: every rank's trace to rank 0 (an allgather of lengths, then of the bytes), which
+// merges them into one file. Works across hosts without a shared filesystem.
+void write_gathered_timeline(ProcessGroup& group, const std::string& path) {
+  const std::string mine = Timeline::chrome_trace_json();
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(static_cast<size_t>(group.size()));
+  group.allgather(&length, lengths.data(), 1, c10::ScalarType::Long);
+  int64_t total = 0;
+  for (int64_t l : lengths) total += l;
+  at::Tensor all = at::empty({total}, at::kByte);
+  at::Tensor local = at::from_blob(const_cast<char*>(mine.data()), {length}, at::kByte);
+  group.allgatherv(local, all, lengths);
+  if (group.rank() != 0) return;
+  std::vector<std::string> traces, names;
+  const char* bytes = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
+  for (size_t r = 0, offset = 0; r < lengths.size(); offset += static_cast<size_t>(lengths[r]), ++r) {
+    traces.emplace_back(bytes + offset, static_cast<size_t>(lengths[r]));
+    names.push_back(str_cat("of rank ", r));
+  }
+  size_t events = 0;
+  const std::string merged = merge_chrome_trace_texts(traces, names, &events);
+  write_file_atomically(path, merged, "--timeline");
+  std::printf(
+      "[ringtorch] timeline: %s (%d ranks, %zu events); open it in https://ui.perfetto.dev or chrome://tracing\n",
+      path.c_str(), group.size(), events);
+}
+
 }  // namespace
 
 void validate(const TrainerOptions& o) {
@@ -119,6 +150,12 @@ void validate(const TrainerOptions& o) {
   if (o.global_batch > 0 && o.balance == "equal")
     bad("--global-batch", std::to_string(o.global_batch), "needs --balance auto or weights");
   parse_progress_style(o.progress, stdout);
+  if (!o.plot_path.empty()) {
+    if (o.plot_path.size() < 4 || o.plot_path.substr(o.plot_path.size() - 4) != ".svg")
+      bad("--plot", o.plot_path, "give a file name ending in .svg");
+    if (!can_plot())
+      bad("--plot", o.plot_path, "this build has no PLplot; apt-get install libplplot-dev, then rebuild");
+  }
   // The flags' own errors (names, repeats); whether the CUDA devices exist is checked in train().
   if (o.devices.empty()) select_devices(o.device, o.gpus, 0, /*cuda_device_count=*/1024);
 }
@@ -131,6 +168,7 @@ std::string TrainingReport::to_json() const {
                       {"final_loss", final_loss},
                       {"test_accuracy", test_accuracy},
                       {"parameter_checksums", parameter_checksums}};
+  if (!ranks_json.empty()) j["ranks"] = nlohmann::json::parse(ranks_json);
   if (!split.empty()) {
     j["balance"] = balance;
     j["split"] = split;
@@ -141,6 +179,8 @@ std::string TrainingReport::to_json() const {
 
 TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   validate(o);
+  if (!o.timeline_path.empty()) Timeline::start();
+  if (Timeline::enabled()) Timeline::name_this_thread("training loop");
   if (o.threads > 0) torch::set_num_threads(o.threads);
   const int rank = group.rank(), world = group.size();
   // Every rank reads the whole set once; batches are gathered by the sampler's indices.
@@ -217,7 +257,12 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
                             o.log_interval);
   int64_t trained_samples = 0, steps_run = 0;
   double trained_seconds = 0;
+  RankTimes run_times;                // this rank, all epochs
+  std::vector<EpochMetrics> history;  // rank 0, for --plot
   for (int64_t epoch = progress.epoch; epoch < o.epochs; ++epoch) {
+    TimelineSpan epoch_span("epoch", "train");
+    epoch_span.set_args(str_cat("{\"epoch\":", epoch + 1, "}"));
+    RankTimes epoch_times;
     // Where the epoch starts: ringtrain checkpoints at epoch ends, so a resumed epoch starts at
     // step 0; a position inside one (samples_in_epoch, this rank's sampler position, from
     // another program's checkpoint) is honoured by the equal split only.
@@ -247,23 +292,42 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     reporter.begin_epoch(epoch, o.epochs, epoch_samples);
     for (int64_t step = 0; step < steps; ++step) {
       const std::vector<int64_t> chunk = step_indices(step);
+      TimelineSpan step_span("step", "train");
+      if (Timeline::enabled()) {
+        step_span.set_args(str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", chunk.size(), "}"));
+      }
       const auto step_start = Clock::now();
-      auto [x, y] = train_set.batch(chunk);
-      optimizer->zero_grad();
-      at::Tensor loss = torch::cross_entropy_loss(ddp->forward(x.to(device)), y.to(device));
-      loss.backward();
-      optimizer->step();
+      at::Tensor x, y, loss;
+      {
+        TimelineSpan span("load batch", "train");
+        std::tie(x, y) = train_set.batch(chunk);
+        optimizer->zero_grad();
+      }
+      {
+        TimelineSpan span("forward", "train");
+        loss = torch::cross_entropy_loss(ddp->forward(x.to(device)), y.to(device));
+      }
+      {
+        TimelineSpan span("backward", "train");  // DDP's buckets are reduced inside it
+        loss.backward();
+      }
+      {
+        TimelineSpan span("optimizer", "train");
+        optimizer->step();
+      }
       const double batch_loss = loss.item<double>();
+      // Compute time: the step without its waits for the others (the agreement at forward,
+      // the end of backward waiting for buckets), where time this process stood still for
+      // its CPU quota counts as compute even inside a wait (cpu_throttle.h).
+      const DdpIterationStats stats = ddp->last_iteration_stats();
+      auto waited = ddp->last_step_agreement_wait() - ddp->last_step_agreement_throttled();
+      if (stats.finished > stats.last_gradient) {
+        waited += stats.finished - stats.last_gradient - stats.throttled_while_waiting;
+      }
+      const auto took = Clock::now() - step_start;
+      epoch_times.compute_seconds += std::chrono::duration<double>(took - waited).count();
+      epoch_times.wait_seconds += std::chrono::duration<double>(waited).count();
       if (balancer) {
-        // Compute time: the step without its waits for the others (the agreement at forward,
-        // the end of backward waiting for buckets), where time this process stood still for
-        // its CPU quota counts as compute even inside a wait (cpu_throttle.h).
-        const DdpIterationStats stats = ddp->last_iteration_stats();
-        auto waited = ddp->last_step_agreement_wait() - ddp->last_step_agreement_throttled();
-        if (stats.finished > stats.last_gradient) {
-          waited += stats.finished - stats.last_gradient - stats.throttled_while_waiting;
-        }
-        const auto took = Clock::now() - step_start;
         balancer->record_step(std::chrono::duration<double>(took - waited).count(),
                               std::chrono::duration<double>(took).count(), static_cast<int64_t>(chunk.size()));
         if (balancer->due_after_step(++steps_run)) rebalance();
@@ -282,6 +346,13 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     }
     reporter.end_epoch();
     const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    epoch_times.loop_seconds = seconds;
+    epoch_times.samples = my_samples;
+    run_times += epoch_times;
+    const std::vector<RankTimes> ranks_this_epoch = gather_rank_times(group, epoch_times);
+    if (rank == 0) {
+      std::fputs(format_rank_table(str_cat("epoch ", epoch + 1), ranks_this_epoch).c_str(), stdout);
+    }
     trained_seconds += seconds;
     const int64_t epoch_trained = samples_done - samples_before;
     trained_samples += epoch_trained;
@@ -295,19 +366,33 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     at::Tensor losses = weighted ? at::tensor({loss_by_sample, static_cast<double>(my_samples)}, at::kDouble)
                                  : at::tensor({mean_loss, 1.0}, at::kDouble);
     group.allreduce(losses, ReduceOp::kSum);
-    const auto [correct, total] = evaluate(model, test_set, group, 1000, device);
+    std::pair<int64_t, int64_t> evaluated;
+    {
+      TimelineSpan span("evaluate", "train");
+      evaluated = evaluate(model, test_set, group, 1000, device);
+    }
+    const auto [correct, total] = evaluated;
     report.final_loss = losses[1].item<double>() > 0 ? losses[0].item<double>() / losses[1].item<double>() : 0;
     report.test_accuracy = static_cast<double>(correct) / total;
     report.epoch_seconds.push_back(seconds);
     if (rank == 0) {
       std::printf("Test accuracy: %.4f (%lld/%lld)\n", report.test_accuracy, (long long)correct, (long long)total);
       std::fflush(stdout);
+      EpochMetrics point;
+      point.epoch = static_cast<int>(epoch + 1);
+      point.loss = report.final_loss;
+      point.test_accuracy = report.test_accuracy;
+      point.seconds = seconds;
+      point.samples_per_s = epoch_trained / seconds;
+      for (const auto& r : ranks_this_epoch) point.rank_samples_per_s.push_back(r.samples_per_second());
+      history.push_back(point);
       if (metrics) {
         nlohmann::json line = {{"epoch", epoch + 1},
                                {"loss", report.final_loss},
                                {"test_accuracy", report.test_accuracy},
                                {"seconds", seconds},
-                               {"samples_per_s", epoch_trained / seconds}};
+                               {"samples_per_s", epoch_trained / seconds},
+                               {"ranks", nlohmann::json::parse(rank_times_json(ranks_this_epoch))}};
         if (balancer) line["split"] = balancer->split();
         metrics << line.dump() << "\n";
         metrics.flush();
@@ -315,7 +400,10 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     }
     progress.epoch = epoch + 1;
     progress.metadata = {{"model", o.model}, {"dataset", o.dataset}, {"world_size", std::to_string(world)}};
-    if (checkpoints) checkpoints->save(model.module(), optimizer.get(), progress, &group);
+    if (checkpoints) {
+      TimelineSpan span("checkpoint", "train");
+      checkpoints->save(model.module(), optimizer.get(), progress, &group);
+    }
   }
   if (balancer) {
     report.balance = o.balance;
@@ -328,6 +416,12 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   at::Tensor mine = at::full({1}, checksum, at::kDouble), all = at::empty({world}, at::kDouble);
   group.allgather(mine, all);
   report.parameter_checksums.assign(all.data_ptr<double>(), all.data_ptr<double>() + world);
+  report.ranks_json = rank_times_json(gather_rank_times(group, run_times));
+  if (rank == 0 && !o.plot_path.empty() && !history.empty()) {
+    plot_run(history, o.plot_path, str_cat(o.model, " on ", o.dataset, ", ", world, world == 1 ? " rank" : " ranks"));
+    std::printf("[ringtorch] plot: %s\n", o.plot_path.c_str());
+  }
+  if (!o.timeline_path.empty()) write_gathered_timeline(group, o.timeline_path);
   return report;
 }
 

@@ -6,7 +6,9 @@
 // Output (stdout): per epoch and rank "Rank R, Epoch [e/E], Loss: x" as the seeds print it;
 // on rank 0 "Test accuracy: 0.8123 (8123/10000)", progress with samples/s (a bar on a
 // terminal, periodic lines elsewhere: progress.h), and at the end one JSON line (see
-// TrainingReport). --metrics FILE gets one JSON line per epoch.
+// TrainingReport). --metrics FILE gets one JSON line per epoch. After each epoch rank 0 prints
+// the straggler table (rank_report.h). --timeline FILE: every rank's timeline, gathered to rank
+// 0, in one Chrome trace; --plot FILE.svg: loss, accuracy and samples/s per rank (PLplot).
 //
 // Thread-safety: one call per process at a time.
 #pragma once
@@ -38,6 +40,9 @@ struct TrainingReport {
   std::string balance;
   std::vector<int64_t> split;
   std::vector<double> weights;
+  // Per rank over the whole run: samples, samples/s, compute and communication-wait seconds
+  // (rank_report.h), as a JSON array's text.
+  std::string ranks_json;
   std::string to_json() const;
 };
 

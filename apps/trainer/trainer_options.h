@@ -30,6 +30,8 @@ struct TrainerOptions {
   std::string checkpoint_dir;     // empty: no checkpoints
   bool resume = false;            // continue from checkpoint_dir's newest checkpoint
   std::string metrics_path;       // empty: no metrics file
+  std::string timeline_path;      // empty: no timeline; else every rank's, merged on rank 0 (Chrome trace)
+  std::string plot_path;          // empty: no picture; else an .svg of the run drawn by rank 0 at the end
   int log_interval = 100;         // batches between progress lines on rank 0 (lines style)
   std::string progress = "auto";  // auto | bar | lines | off (progress.h)
   // Devices (device_selection.h): --device auto|cpu|cuda|cuda:N and --gpus ids, resolved with

@@ -47,6 +47,7 @@ Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeou
   const size_t element_size = tensor.element_size();
   const auto first_algorithm = choose_allreduce_algorithm(requested, pieces[0].count * element_size, size_);
   operation.call = {OpType::kAllreduce, tensor.numel(), tensor.scalar_type(), -1, op};
+  operation.path = !same_host ? allreduce_algorithm_name(first_algorithm) : same_host_path_name();
   operation.detail = str_cat(tensor_summary(tensor), " ", reduce_op_name(op), ", ",
                              !same_host    ? allreduce_algorithm_name(first_algorithm)
                              : cross_host_ ? "hierarchical"
@@ -89,6 +90,7 @@ Operation ProcessGroup::prepare_broadcast(at::Tensor tensor, int root, Timeout c
   tensor = operation.staging.host(tensor, /*copy_in=*/rank_ == root, /*copy_back=*/rank_ != root);
   operation.call = {OpType::kBroadcast, tensor.numel(), tensor.scalar_type(), root};
   operation.detail = str_cat(tensor_summary(tensor), " from rank ", root);
+  if (same_host_) operation.path = same_host_path_name();
   // Over Gloo, a small buffer travels inside the root's call fingerprint: the check is the broadcast.
   const bool in_fingerprint = !same_host_ && size_ > 1 && tensor.nbytes() <= FingerprintExchange::kInlineBytes;
   operation.run_checks_call = (same_host_ && tensor.numel() > 0) || in_fingerprint;  // else the executor checks
@@ -125,6 +127,7 @@ Operation ProcessGroup::prepare_allgather(at::Tensor input, at::Tensor output, T
   output = operation.staging.host(output, /*copy_in=*/false, /*copy_back=*/true);
   operation.call = {OpType::kAllgather, input.numel(), input.scalar_type()};
   operation.detail = str_cat(tensor_summary(input), " per rank");
+  if (same_host_) operation.path = same_host_path_name();
   // Over Gloo, small blocks travel inside the call fingerprints: the check is the allgather.
   const bool in_fingerprint = !same_host_ && size_ > 1 && input.nbytes() <= FingerprintExchange::kInlineBytes;
   operation.run_checks_call = (same_host_ && input.numel() > 0) || in_fingerprint;  // else the executor checks
@@ -193,6 +196,7 @@ Operation ProcessGroup::prepare_allgatherv(at::Tensor input, at::Tensor output, 
 Operation ProcessGroup::prepare_barrier(Timeout call_timeout) {
   Operation operation = begin(OpType::kBarrier, call_timeout);
   operation.detail = str_cat(size_, " ranks");
+  if (same_host_) operation.path = same_host_path_name();
   // The shared-memory path publishes the barrier's signature in its segment; over Gloo the
   // executor's exchange of fingerprints (every rank hears from every other) is the barrier.
   operation.run_checks_call = same_host_ != nullptr;

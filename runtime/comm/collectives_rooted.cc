@@ -120,6 +120,7 @@ Operation ProcessGroup::prepare_reduce_scatter(at::Tensor input, at::Tensor outp
   auto same_host = allreduce_algorithm_ == AllreduceAlgorithm::kAuto ? same_host_ : nullptr;
   operation.call = {OpType::kReduceScatter, output.numel(), output.scalar_type(), -1, op};
   operation.detail = str_cat(tensor_summary(input), " ", reduce_op_name(op));
+  if (same_host) operation.path = same_host_path_name();
   operation.run_checks_call = same_host && output.numel() > 0;  // else the executor checks
   operation.run = [=, context = context_, scratch = scratch_, size = size_, rank = rank_,
                    timeout = operation.timeout](uint32_t tag) mutable {

@@ -1,12 +1,19 @@
 #include "runtime/comm/operation_queue.h"
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "runtime/comm/tag_space.h"
+#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 
-OperationQueue::OperationQueue(std::string prefix, std::string group, Executor executor)
-    : prefix_(std::move(prefix)), group_(std::move(group)), executor_(std::move(executor)) {
+OperationQueue::OperationQueue(std::string prefix, std::string group, Executor executor,
+                               std::shared_ptr<FlightRecorder> recorder)
+    : prefix_(std::move(prefix)),
+      group_(std::move(group)),
+      executor_(std::move(executor)),
+      recorder_(std::move(recorder)) {
   worker_ = std::thread(&OperationQueue::worker_loop, this);
 }
 
@@ -30,8 +37,20 @@ OperationQueue::Task OperationQueue::make_task(Operation op) {
   task.work = std::make_shared<Work>(str_cat(prefix_, name, " #", sequence, " (group ", group_, ", ", op.detail, ")"),
                                      std::move(op.tensors), op.timeout + kWaitGrace);
   task.tag = operation_tag(sequence);
+  task.sequence = sequence;
+  if (recorder_) {
+    const CallSignature& c = op.call;
+    const bool typed = c.dtype != c10::ScalarType::Undefined;
+    recorder_->queued(sequence, FlightRecorder::Clock::now(), name, op.detail, op.path, op.label, c.count,
+                      typed ? c10::toString(c.dtype) : "",
+                      typed ? c.count * static_cast<int64_t>(c10::elementSize(c.dtype)) : 0);
+  }
   task.op = std::move(op);
-  if (broken_) task.work->finish(broken_);
+  if (broken_) {
+    if (recorder_)
+      recorder_->ended(sequence, FlightRecorder::Clock::now(), "the group was broken by an earlier failure");
+    task.work->finish(broken_);
+  }
   return task;
 }
 
@@ -76,6 +95,10 @@ void OperationQueue::run(Operation op) {
 }
 
 void OperationQueue::worker_loop() {
+  if (Timeline::enabled()) {
+    Timeline::name_this_thread(group_ == "default" ? std::string("collectives")
+                                                   : str_cat("collectives (", group_, ")"));
+  }
   while (true) {
     Task task;
     {
@@ -96,15 +119,65 @@ void OperationQueue::execute(Task& task) {
   Outcome outcome;
   if (auto failure = broken()) {
     outcome.error = failure;  // broke while this operation waited in line
+    if (recorder_) {
+      recorder_->ended(task.sequence, FlightRecorder::Clock::now(), "the group broke before this operation started");
+    }
   } else {
-    task.work->mark_started();
+    // One clock read each side, shared by the recorder and the timeline (both steady_clock).
+    const bool timed = recorder_ || Timeline::enabled();
+    const auto begin = timed ? FlightRecorder::Clock::now() : FlightRecorder::Clock::time_point{};
+    if (recorder_) recorder_->started(task.sequence, begin);
+    task.work->mark_started(begin);
     outcome = executor_(task.op, task.tag, *task.work);
+    const auto end = timed ? FlightRecorder::Clock::now() : FlightRecorder::Clock::time_point{};
+    if (outcome.error) outcome.error = record_failure(task, end, outcome.error);
+    if (!outcome.error && recorder_) recorder_->ended(task.sequence, end, nullptr);
+    if (Timeline::enabled()) record_in_timeline(task, begin, end, outcome.error != nullptr);
     if (outcome.error && outcome.breaks_group) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!broken_) broken_ = outcome.error;
     }
+    task.work->finish(outcome.error, end);
+    return;
   }
   task.work->finish(outcome.error);
+}
+
+std::exception_ptr OperationQueue::record_failure(const Task& task, FlightRecorder::Clock::time_point end,
+                                                  std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    if (recorder_) recorder_->ended(task.sequence, end, e.what());
+    const bool dump =
+        e.kind() == ErrorKind::kTimeout || e.kind() == ErrorKind::kPeerLost || e.kind() == ErrorKind::kMismatch;
+    if (!dump || !recorder_) return error;
+    const std::string where = dump_flight_recorders(str_cat(
+        error_class_name(e.kind()), " in ", op_type_name(task.op.call.op), " #", task.sequence, " of group ", group_));
+    if (where.empty()) return error;
+    return make_error(e.kind(),
+                      str_cat(e.what(), "\n  flight recorder: ", where, " (read every rank's: ringtrace ",
+                              flight_recorder_directory(), ")"),
+                      e.site());
+  } catch (const std::exception& e) {
+    if (recorder_) recorder_->ended(task.sequence, end, e.what());
+    return error;
+  }
+}
+
+void OperationQueue::record_in_timeline(const Task& task, Timeline::Clock::time_point begin,
+                                        Timeline::Clock::time_point end, bool failed) const {
+  nlohmann::json args = {{"sequence", task.sequence},
+                         {"group", group_},
+                         {"path", task.op.path},
+                         {"detail", task.op.detail},
+                         {"count", task.op.call.count}};
+  if (task.op.call.dtype != c10::ScalarType::Undefined) {
+    args["bytes"] = task.op.call.count * static_cast<int64_t>(c10::elementSize(task.op.call.dtype));
+  }
+  if (!task.op.label.empty()) args["label"] = task.op.label;
+  if (failed) args["failed"] = true;
+  Timeline::record(op_type_name(task.op.call.op), "collective", begin, end, args.dump());
 }
 
 void OperationQueue::stop() {

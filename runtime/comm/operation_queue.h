@@ -8,6 +8,11 @@
 //               of a small collective on a busy machine); otherwise it waits its turn.
 // The sequence number each operation gets is its tag (tag_space.h).
 //
+// Every operation is recorded in the group's flight recorder (when it has one) as it is queued,
+// started and ended, and in the timeline when that is on (runtime/trace). A timeout, a lost
+// peer or a mismatch dumps the flight recorders of the process, and the error's message says
+// where.
+//
 // A failure the executor reports as breaking (a peer lost, a timeout) is kept: every later
 // operation completes at once with it, and broken() returns it, so a rank never talks again
 // over a mesh in an unknown state.
@@ -35,6 +40,8 @@
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/device_staging.h"
 #include "runtime/comm/work.h"
+#include "runtime/trace/flight_recorder.h"
+#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 
@@ -42,6 +49,8 @@ namespace ringtorch {
 struct Operation {
   CallSignature call;
   std::string detail;               // "4.0 MiB float32 sum, direct", for the Work's description
+  const char* path = "gloo";        // "shared memory", "direct", "ring", ...: the flight recorder's
+  std::string label;                // ScopedOperationLabel::current() at submission
   std::vector<at::Tensor> tensors;  // the caller's tensors, kept alive by the Work
   std::chrono::milliseconds timeout{0};
   std::function<void(uint32_t tag)> run;  // does the work; throws on failure
@@ -62,7 +71,9 @@ class OperationQueue {
   using Executor = std::function<Outcome(Operation& op, uint32_t tag, const Work& work)>;
 
   // `prefix` ("[rank 0/2] ") and `group` name the operations in their Work descriptions.
-  OperationQueue(std::string prefix, std::string group, Executor executor);
+  // `recorder` may be null (RINGTORCH_FLIGHT_RECORDER_SIZE=0).
+  OperationQueue(std::string prefix, std::string group, Executor executor,
+                 std::shared_ptr<FlightRecorder> recorder = nullptr);
   ~OperationQueue();
   OperationQueue(const OperationQueue&) = delete;
   OperationQueue& operator=(const OperationQueue&) = delete;
@@ -87,15 +98,22 @@ class OperationQueue {
     std::shared_ptr<Work> work;
     Operation op;
     uint32_t tag = 0;
+    uint32_t sequence = 0;
   };
   // Numbers the operation and makes its Work; completes it at once when the group is broken.
   // Called with mutex_ held.
   Task make_task(Operation op);
   void execute(Task& task);
+  // Records a failure in the flight recorder; a timeout, a lost peer or a mismatch also dumps
+  // the process' recorders and returns the error with the dump's place in its message.
+  std::exception_ptr record_failure(const Task& task, FlightRecorder::Clock::time_point end, std::exception_ptr error);
+  void record_in_timeline(const Task& task, Timeline::Clock::time_point begin, Timeline::Clock::time_point end,
+                          bool failed) const;
   void worker_loop();
 
   const std::string prefix_, group_;
   const Executor executor_;
+  const std::shared_ptr<FlightRecorder> recorder_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Task> queue_;      // guarded by mutex_

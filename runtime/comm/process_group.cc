@@ -20,6 +20,7 @@
 #include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/tag_space.h"
 #include "runtime/comm/tensor_checks.h"
+#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 
@@ -82,7 +83,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, Proce
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                    const std::string& store_host, const ProcessGroupOptions& options) {
-  return create_group(store, rank, size, store_host, options, GroupRole::kWhole);
+  auto group = create_group(store, rank, size, store_host, options, GroupRole::kWhole);
+  Timeline::set_rank(rank);  // the timeline's pid: this process' rank in its whole group
+  return group;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
@@ -94,6 +97,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   const GroupSettings settings = resolve_settings(options, kDefaultTimeout);
   std::shared_ptr<ProcessGroup> group(new ProcessGroup(rank, size, settings.name, settings.timeout));
   const std::string prefix = group->context_prefix();
+  if (const size_t capacity = FlightRecorder::capacity_from_environment(); capacity > 0) {
+    group->recorder_ = FlightRecorder::create(settings.name, rank, size, rank, capacity);
+  }
   GroupMesh mesh = connect_mesh(store, rank, size, store_host, settings, prefix);
   group->allreduce_piece_bytes_ = agree_pieces(mesh, settings, prefix);
   HostPlan plan = plan_paths(mesh, rank, size, settings, role);
@@ -112,7 +118,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   ProcessGroup* self = group.get();
   group->queue_ = std::make_unique<OperationQueue>(
       prefix, settings.name,
-      [self](Operation& op, uint32_t tag, const Work& work) { return self->execute(op, tag, work); });
+      [self](Operation& op, uint32_t tag, const Work& work) { return self->execute(op, tag, work); }, group->recorder_);
   return group;
 }
 
@@ -175,6 +181,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group_in_role(const std::vector<
   auto group = create_group(scoped, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()), store_host_,
                             options, role);
   group->members_ = list;
+  if (group->recorder_ && recorder_) group->recorder_->set_process_rank(recorder_->process_rank());
   return group;
 }
 
@@ -303,6 +310,7 @@ Operation ProcessGroup::begin(OpType op, Timeout timeout) const {
   Operation operation;
   operation.call.op = op;
   operation.timeout = timeout.value_or(timeout_);
+  operation.label = ScopedOperationLabel::current();
   return operation;
 }
 

@@ -197,6 +197,8 @@ class ProcessGroup {
   uint32_t next_point_to_point_number(bool sending, int peer, uint32_t tag);
 
   std::string context_prefix() const;  // "[rank 0/2] "
+  // The flight recorder's name for the same-host path: "hierarchical" or "shared memory".
+  const char* same_host_path_name() const { return cross_host_ ? "hierarchical" : "shared memory"; }
   void check_member(OpType op) const;
   void check_root(OpType op, int root) const;
   void check_peer(OpType op, int peer) const;
@@ -229,7 +231,8 @@ class ProcessGroup {
   // whichever thread runs the current operation.
   std::shared_ptr<ScratchBuffer> scratch_;
   std::shared_ptr<FingerprintExchange> fingerprint_;
-  std::unique_ptr<OperationQueue> queue_;  // null for a non-member
+  std::shared_ptr<FlightRecorder> recorder_;  // null for a non-member or with RINGTORCH_FLIGHT_RECORDER_SIZE=0
+  std::unique_ptr<OperationQueue> queue_;     // null for a non-member
 
   std::atomic<int> subgroups_created_{0};  // new_group calls so far: names each subgroup's keys
   // Messages posted per (peer, tag), each direction (point_to_point.cc); guarded by the mutex.

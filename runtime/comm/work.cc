@@ -42,9 +42,10 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) {
   if (error_) std::rethrow_exception(error_);
 }
 
-void Work::mark_started() {
+void Work::mark_started(std::chrono::steady_clock::time_point at) {
+  if (at == std::chrono::steady_clock::time_point{}) at = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
-  started_at_ = std::chrono::steady_clock::now();
+  started_at_ = at;
 }
 
 std::chrono::steady_clock::time_point Work::started_at() const {
@@ -57,11 +58,12 @@ std::chrono::steady_clock::time_point Work::completed_at() const {
   return completed_at_;
 }
 
-void Work::finish(std::exception_ptr error) {
+void Work::finish(std::exception_ptr error, std::chrono::steady_clock::time_point at) {
+  if (at == std::chrono::steady_clock::time_point{}) at = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     done_ = true;
-    completed_at_ = std::chrono::steady_clock::now();
+    completed_at_ = at;
     if (started_at_ == std::chrono::steady_clock::time_point()) started_at_ = completed_at_;
     error_ = std::move(error);
   }

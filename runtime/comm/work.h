@@ -43,9 +43,10 @@ class Work {
  private:
   friend class OperationQueue;  // completes collectives
   friend class ProcessGroup;    // completes send/recv
-  void mark_started();
+  // `at`: when (the caller's own clock read; default: now).
+  void mark_started(std::chrono::steady_clock::time_point at = {});
   // Marks the operation done, with its failure if any.
-  void finish(std::exception_ptr error = nullptr);
+  void finish(std::exception_ptr error = nullptr, std::chrono::steady_clock::time_point at = {});
   // For operations that complete on the waiting thread (send/recv): wait() runs `waiter` once
   // with its timeout; the waiter throws on failure.
   void set_waiter(std::function<void(std::chrono::milliseconds)> waiter);

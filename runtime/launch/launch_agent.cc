@@ -22,8 +22,10 @@ namespace ringtorch {
 namespace {
 
 std::atomic<int> g_signal{0};
+std::atomic<bool> g_dump_requested{false};  // SIGUSR1
 
 void record_signal(int sig) { g_signal.store(sig); }
+void record_dump_request(int) { g_dump_requested.store(true); }
 
 std::string random_run_id() {
   std::random_device rd;
@@ -44,6 +46,8 @@ void LaunchAgent::install_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: poll() returns early so the agent reacts at once
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  sa.sa_handler = record_dump_request;
+  sigaction(SIGUSR1, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 }
 
@@ -107,6 +111,15 @@ void LaunchAgent::settle_run_id() {
   control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id, "/", round), store_);
   // A reused run id gets fresh worker keys too (Note [Join rounds]).
   placement_.run_id = round == 0 ? run_id : str_cat(run_id, ".", round);
+  const char* flight_dir = std::getenv("RINGTORCH_FLIGHT_RECORDER_DIR");
+  const char* tmp = std::getenv("TMPDIR");
+  placement_.flight_recorder_dir =
+      flight_dir && *flight_dir ? flight_dir
+      : !config_.log_dir.empty()
+          ? config_.log_dir + "/flight_recorder"
+          : str_cat(tmp && *tmp ? tmp : "/tmp", "/ringtorch-flight-recorder/", placement_.run_id);
+  const char* timeline = std::getenv("RINGTORCH_TIMELINE");
+  placement_.timeline = !config_.timeline.empty() ? config_.timeline : timeline && *timeline ? timeline : "";
 }
 
 void LaunchAgent::start_workers(int restart) {
@@ -125,6 +138,7 @@ void LaunchAgent::start_workers(int restart) {
     }
   }
   for (auto* f : logs_) std::fprintf(f, "== ringrun: run %s, restart %d ==\n", placement_.run_id.c_str(), restart);
+  remove_flight_files();
   workers_.clear();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
     const int rank = config_.node_rank * config_.nproc_per_node + l;
@@ -184,6 +198,10 @@ LaunchAgent::Outcome LaunchAgent::monitor(int restart, Failure* failure, std::st
   while (true) {
     output_.pump(config_.monitor_interval);
     if (g_signal.load() != 0) return Outcome::kSignal;
+    if (g_dump_requested.exchange(false)) {
+      log(str_cat("SIGUSR1: the workers write their flight recorders to ", placement_.flight_recorder_dir));
+      for (auto& w : workers_) w.signal(SIGUSR1);
+    }
     bool all_done = true;
     for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {
       auto status = workers_[l].poll();
@@ -280,6 +298,12 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string*
 }
 
 int LaunchAgent::run() {
+  const int status = run_rounds();
+  merge_timeline();
+  return status;
+}
+
+int LaunchAgent::run_rounds() {
   open_store();
   settle_run_id();
   const int world = config_.nnodes * config_.nproc_per_node;
@@ -313,6 +337,7 @@ int LaunchAgent::run() {
       }
       case Outcome::kRemoteAbort:
         log("stopping: " + reason);
+        report_flight_recorder();
         stop_workers(SIGTERM);
         return 1;
       case Outcome::kRemoteRestart:
@@ -344,11 +369,13 @@ int LaunchAgent::run() {
         if (restart_left) {
           log(str_cat(what, "; stopping the others and restarting the group (restart ", restart + 1, " of ",
                       config_.max_restarts, ")"));
+          report_flight_recorder();
           stop_workers(SIGTERM);
           continue;
         }
         log(str_cat(what, "; stopping the others; no restarts left (--max_restarts ", config_.max_restarts,
                     "), exiting with ", failure.status.shell_code()));
+        report_flight_recorder();
         stop_workers(SIGTERM);
         return failure.status.shell_code();
       }

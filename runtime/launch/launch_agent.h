@@ -31,11 +31,13 @@ class LaunchAgent {
   explicit LaunchAgent(LaunchConfig config);
   ~LaunchAgent();
 
-  // Blocks until the job ends; returns ringrun's exit status.
+  // Blocks until the job ends; returns ringrun's exit status. Merges the workers' timeline parts
+  // (--timeline) at the end.
   int run();
 
   // Call once from main() before run(): SIGINT, SIGTERM and SIGHUP are then recorded for the
-  // agent (and passed on to workers) instead of killing ringrun outright.
+  // agent (and passed on to workers) instead of killing ringrun outright; SIGUSR1 is passed on
+  // to the workers (their flight recorders write their files).
   static void install_signal_handlers();
 
  private:
@@ -55,6 +57,13 @@ class LaunchAgent {
   // and this node carries on without cross-node checks (store_lost_).
   bool store_failed(const std::exception& e, const std::string& during, std::string* remote_reason);
   void settle_run_id();
+  int run_rounds();
+  // Flight recorder: asks the running workers for their files (SIGUSR1), waits up to a second for
+  // them, and logs what `ringtrace` would say.
+  void report_flight_recorder();
+  // Stale files of this node's ranks from an earlier round, so a report reads only this one's.
+  void remove_flight_files() const;
+  void merge_timeline() const;
   void start_workers(int restart);
   Outcome monitor(int restart, Failure* failure, std::string* remote_reason);
   Outcome wait_for_other_nodes(int restart, std::string* remote_reason);

@@ -60,6 +60,7 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
       {"__max_restarts",
        [&](const std::string& v) { c.max_restarts = parse_int_in_range(v, 0, 1 << 20, "--max_restarts"); }},
       {"__log_dir", [&](const std::string& v) { c.log_dir = v; }},
+      {"__timeline", [&](const std::string& v) { c.timeline = v; }},
       {"__run_id", [&](const std::string& v) { c.run_id = v; }},
       {"__rdzv_id", [&](const std::string& v) { c.run_id = v; }},
       {"__timeout", [&](const std::string& v) { c.timeout = parse_seconds(v, "--timeout"); }},
@@ -150,7 +151,11 @@ hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: 
   --run_id ID            the job's id (alias --rdzv_id); generated when absent, required with a
                          file:// or redis:// endpoint and several nodes
   --max_restarts N       restart the whole group up to N times when a worker fails (default 0)
-  --log_dir DIR          also append each rank's output to DIR/rank_N.log
+  --log_dir DIR          also append each rank's output to DIR/rank_N.log; flight-recorder
+                         files go to DIR/flight_recorder
+  --timeline FILE        each worker records a timeline (a Chrome trace: steps, DDP buckets,
+                         collectives, checkpoints); ringrun merges them into FILE at the end
+                         (node N > 0: FILE.nodeN.json). RINGTORCH_TIMELINE=FILE does the same
   --use_env              do not pass --local_rank=N to PROGRAM (torch.distributed.launch passes
                          it unless --use_env; give --use_env for programs that reject it)
   --no_python            accepted for torchrun compatibility (PROGRAM is always executed directly)
@@ -161,7 +166,9 @@ hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: 
 
 Exit status: 0 when every worker succeeded; else the failing worker's exit code (128 + signal
 number when it was killed by a signal); 2 for bad flags; 128 + signal when ringrun itself was
-interrupted (SIGINT/SIGTERM are passed on to every worker).
+interrupted (SIGINT/SIGTERM are passed on to every worker). SIGUSR1 is passed on: every worker
+writes its flight recorder (ringtrace DIR reads them). When a worker fails, ringrun prints what
+the workers' flight recorders say.
 )";
 }
 

@@ -21,7 +21,10 @@ struct LaunchConfig {
   std::string rdzv_endpoint;
   bool standalone = false;  // one node, store on 127.0.0.1 at a free port
   int max_restarts = 0;
-  std::string log_dir;   // empty: no log files
+  std::string log_dir;  // empty: no log files
+  // --timeline FILE (or RINGTORCH_TIMELINE in ringrun's environment): each worker records a
+  // timeline part, merged into FILE at the end (docs/observability.md). Empty: none.
+  std::string timeline;
   std::string run_id;    // empty: generated (or agreed through node 0's store)
   bool use_env = false;  // false: pass --local_rank=N to the program (torch.distributed.launch)
   std::optional<std::chrono::milliseconds> timeout;  // rendezvous/store timeout, also given to workers

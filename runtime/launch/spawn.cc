@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,8 @@
 #include "runtime/launch/private_directory.h"
 #include "runtime/launch/signal_watch.h"
 #include "runtime/launch/spawn_child.h"
+#include "runtime/launch/timeline_parts.h"
+#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 namespace {
@@ -121,6 +124,12 @@ class SpawnContext::Impl {
     directory_ = std::make_unique<PrivateDirectory>("ringtorch-spawn-");
     run_id_ = str_cat("spawn-", ::getpid(), "-", call_);
     signals_ = std::make_unique<SignalWatch>();
+    if (const char* timeline = std::getenv("RINGTORCH_TIMELINE"); timeline && *timeline) {
+      // As ringrun: each rank records its part, merged into the file when they have ended; this
+      // process records nothing there itself.
+      timeline_ = timeline;
+      Timeline::release_environment_file();
+    }
     thread_ = std::thread([this] { monitor(); });
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [this] { return started_ || done_; });
@@ -182,6 +191,7 @@ class SpawnContext::Impl {
          spawn_internal::format_marker(ChildMarker{call_, rank, site_, directory_->path()})},
     };
     if (options_.nprocs > 1 && !std::getenv("OMP_NUM_THREADS")) o.env["OMP_NUM_THREADS"] = "1";
+    if (!timeline_.empty()) o.env["RINGTORCH_TIMELINE"] = timeline_part(timeline_, rank);  // merged at the end
     for (const auto& [key, value] : options_.env) o.env[key] = value;
     return o;
   }
@@ -295,6 +305,11 @@ class SpawnContext::Impl {
       output.remove(c.stdout_fd());
       output.remove(c.stderr_fd());
     }
+    if (!timeline_.empty()) {
+      std::vector<int> ranks;
+      for (int rank = 0; rank < options_.nprocs; ++rank) ranks.push_back(rank);
+      std::fprintf(stderr, "[ringtorch] spawn: %s\n", merge_timeline_parts(timeline_, ranks, timeline_).c_str());
+    }
 
     std::exception_ptr failure;
     if (blamed >= 0) {
@@ -333,6 +348,7 @@ class SpawnContext::Impl {
   std::string program_;
   std::vector<std::string> argv_;
   std::string run_id_;
+  std::string timeline_;  // RINGTORCH_TIMELINE of this process: the ranks' parts are merged into it
   std::unique_ptr<PrivateDirectory> directory_;  // the store, and the children's files
   std::unique_ptr<SignalWatch> signals_;
   std::thread thread_;

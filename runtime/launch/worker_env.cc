@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "runtime/launch/timeline_parts.h"
+
 namespace ringtorch {
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& c, const JobPlacement& p, int local_rank,
@@ -29,6 +31,8 @@ std::map<std::string, std::string> worker_environment(const LaunchConfig& c, con
       // Workers must not inherit a stale endpoint from the launcher's own environment.
       {"RINGTORCH_RDZV_ENDPOINT", p.store_url},
   };
+  if (!p.flight_recorder_dir.empty()) env["RINGTORCH_FLIGHT_RECORDER_DIR"] = p.flight_recorder_dir;
+  if (!p.timeline.empty()) env["RINGTORCH_TIMELINE"] = timeline_part(p.timeline, rank);
   if (c.timeout) {
     env["RINGTORCH_TIMEOUT"] = std::to_string(std::chrono::duration<double>(*c.timeout).count());
   }

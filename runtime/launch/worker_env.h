@@ -14,8 +14,10 @@ struct JobPlacement {
   std::string run_id;  // what workers see as TORCHELASTIC_RUN_ID / RINGTORCH_RUN_ID
   int restart = 0;
   std::string master_addr;
-  uint16_t master_port = 0;  // the port the store really listens on (after --standalone)
-  std::string store_url;     // file:// or redis:// endpoint; empty for the node-0 TCP store
+  uint16_t master_port = 0;         // the port the store really listens on (after --standalone)
+  std::string store_url;            // file:// or redis:// endpoint; empty for the node-0 TCP store
+  std::string flight_recorder_dir;  // RINGTORCH_FLIGHT_RECORDER_DIR for the workers
+  std::string timeline;             // the merged timeline's path; empty: no timeline
 };
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,

@@ -13,6 +13,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "base/atomic_file.h"
 #include "base/error.h"
 
 namespace ringtorch {
@@ -38,44 +39,6 @@ uint32_t crc_of(const std::vector<char>& bytes) {
     done += n;
   }
   return static_cast<uint32_t>(crc);
-}
-
-void write_fully(int fd, const char* data, size_t size, const std::string& path) {
-  while (size > 0) {
-    const ssize_t n = ::write(fd, data, size);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw IoError(str_cat("checkpoint: writing ", path, ": ", errno_text(errno)));
-    }
-    data += n;
-    size -= static_cast<size_t>(n);
-  }
-}
-
-// temp file, fsync, rename, fsync the directory: `path` is either the whole content or absent.
-void write_atomically(const std::string& path, const std::vector<char>& bytes) {
-  const std::string temporary =
-      str_cat(fs::path(path).parent_path().string(), "/.", fs::path(path).filename().string(), ".tmp.", ::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw IoError(str_cat("checkpoint: cannot create ", temporary, ": ", errno_text(errno)));
-  try {
-    write_fully(fd, bytes.data(), bytes.size(), temporary);
-    if (::fsync(fd) != 0) throw IoError(str_cat("checkpoint: fsync ", temporary, ": ", errno_text(errno)));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(temporary.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
-    ::unlink(temporary.c_str());
-    throw IoError(str_cat("checkpoint: rename to ", path, ": ", errno_text(errno)));
-  }
-  const int dir = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
 }
 
 std::vector<char> read_file(const std::string& path) {
@@ -115,11 +78,11 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
     try {
       fs::create_directories(directory_);
       const std::vector<char> bytes = serialize_checkpoint(model, optimizer, progress);
-      write_atomically(path, bytes);
+      write_file_atomically(path, bytes.data(), bytes.size(), "checkpoint");
       std::ostringstream sidecar;
       sidecar << std::hex << crc_of(bytes) << std::dec << " " << bytes.size() << "\n";
       const std::string text = sidecar.str();
-      write_atomically(path + kSidecar, std::vector<char>(text.begin(), text.end()));
+      write_file_atomically(path + kSidecar, text, "checkpoint");
       auto complete = list();
       for (size_t i = 0; i + keep_last_ < complete.size(); ++i) {
         fs::remove(complete[i] + kSidecar);

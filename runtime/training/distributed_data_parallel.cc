@@ -9,6 +9,8 @@
 
 #include "base/error.h"
 #include "runtime/comm/tensor_checks.h"
+#include "runtime/trace/flight_recorder.h"
+#include "runtime/trace/timeline.h"
 #include "runtime/training/bucket_assignment.h"
 #include "runtime/training/cpu_throttle.h"
 
@@ -54,6 +56,8 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   void launch_ready_buckets();
   void finish_backward();
   void reset_iteration();
+  // One span per bucket, launch to completion, each on its own lane (they overlap).
+  void record_buckets_in_timeline(const DdpIterationStats& stats) const;
 };
 
 namespace {
@@ -424,8 +428,22 @@ void DistributedDataParallel::State::launch_ready_buckets() {
     } else if (gradient_scale != 1.0) {
       bucket.flat.mul_(gradient_scale);
     }
+    // The flight recorder and the timeline name the bucket's collective(s).
+    const ScopedOperationLabel label(str_cat("ddp bucket ", next_to_launch - 1));
     bucket.reduction = hook(*group, bucket.flat);
     bucket.launched = true;
+  }
+}
+
+void DistributedDataParallel::State::record_buckets_in_timeline(const DdpIterationStats& stats) const {
+  for (size_t k = 0; k < stats.buckets.size() && k < buckets.size(); ++k) {
+    const auto& b = stats.buckets[k];
+    const int lane = Timeline::kFirstLane + static_cast<int>(k);
+    Timeline::name_lane(lane, str_cat("ddp bucket ", k));
+    const auto queued_us = std::chrono::duration_cast<std::chrono::microseconds>(b.started - b.launched).count();
+    Timeline::record_on_lane(lane, str_cat("bucket ", k), "ddp", b.launched, b.completed,
+                             str_cat("{\"bytes\":", buckets[k].flat.nbytes(),
+                                     ",\"parameters\":", buckets[k].members.size(), ",\"queued_us\":", queued_us, "}"));
   }
 }
 
@@ -491,6 +509,7 @@ void DistributedDataParallel::State::finish_backward() {
     stats.throttled_while_waiting =
         std::chrono::duration_cast<Clock::duration>(throttle->throttled() - throttled_before);
   }
+  if (Timeline::enabled()) record_buckets_in_timeline(stats);
   lock.lock();
   last = stats;
   lock.unlock();

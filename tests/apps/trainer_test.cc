@@ -11,6 +11,7 @@
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
+#include "apps/trainer/rank_report.h"
 #include "base/error.h"
 #include "support/error_of.h"
 #include "support/thread_ranks.h"
@@ -104,6 +105,26 @@ TEST(Progress, LinesEveryLogIntervalAndAutoIsLinesOffATerminal) {
 
 // Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
 // device each: DataParallel's summed half-batch gradients are the full batch's.
+TEST(RankReport, TheTableNamesTheSlowestRankAndHowLongOthersWaited) {
+  RankTimes fast{/*compute=*/2.0, /*wait=*/1.5, /*loop=*/4.0, /*samples=*/1000};
+  RankTimes slow{/*compute=*/3.5, /*wait=*/0.1, /*loop=*/4.0, /*samples=*/1000};
+  const std::string table = format_rank_table("epoch 3", {fast, slow, fast});
+  EXPECT_NE(table.find("[ringtorch] epoch 3, per rank:  rank   samples  samples/s  compute s  comm wait s\n"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("    1      1000      250.0       3.50         0.10\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("slowest: rank 1 (3.50 ms of compute per sample, 1.75x the fastest, rank 0); the others waited "
+                       "up to 1.50 s"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(format_rank_table("epoch 1", {fast}).find("slowest"), std::string::npos) << "one rank: nobody waits";
+  RankTimes sum = fast;
+  sum += slow;
+  EXPECT_EQ(sum.samples, 2000);
+  EXPECT_DOUBLE_EQ(sum.compute_seconds, 5.5);
+  EXPECT_NE(rank_times_json({fast}).find("\"comm_wait_s\":1.5"), std::string::npos) << rank_times_json({fast});
+}
+
 TEST(Trainer, DataParallelInsideEachRankMatchesOneDevicePerRank) {
   auto run = [](std::vector<c10::Device> devices) {
     std::vector<TrainingReport> reports(2);

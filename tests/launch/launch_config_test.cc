@@ -26,6 +26,7 @@ TEST(LaunchConfig, TorchrunFlagsInEverySpelling) {
   EXPECT_EQ(c.max_restarts, 2);
   EXPECT_EQ(c.run_id, "job");
   EXPECT_EQ(c.program, (std::vector<std::string>{"prog", "--lr", "0.1"}));
+  EXPECT_EQ(parse({"--timeline", "run.json", "prog"}).timeline, "run.json");
 }
 
 TEST(LaunchConfig, StandaloneUsesLoopbackAndAFreePort) {
@@ -46,9 +47,9 @@ TEST(LaunchConfig, HelpDocumentsEveryFlag) {
   bool help = false;
   parse_launch_args({"--help"}, &help);
   EXPECT_TRUE(help);
-  for (const char* flag :
-       {"--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port", "--rdzv_endpoint",
-        "--standalone", "--max_restarts", "--log_dir", "--run_id", "--use_env", "--timeout", "--term_timeout"}) {
+  for (const char* flag : {"--nproc_per_node", "--nnodes", "--node_rank", "--master_addr", "--master_port",
+                           "--rdzv_endpoint", "--standalone", "--max_restarts", "--log_dir", "--run_id", "--use_env",
+                           "--timeout", "--term_timeout", "--timeline", "SIGUSR1"}) {
     EXPECT_NE(launch_usage().find(flag), std::string::npos) << flag;
   }
 }
@@ -81,7 +82,7 @@ TEST(LaunchConfig, BadFlagsNameTheProblem) {
 TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   auto c = parse(
       {"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
-  JobPlacement p{"run7", 2, "10.0.0.1", 29400, ""};
+  JobPlacement p{"run7", 2, "10.0.0.1", 29400, "", "/logs/flight_recorder", "/out/run.json"};
   auto env = worker_environment(c, p, 1, false);
   const std::map<std::string, std::string> expected = {{"RANK", "3"},
                                                        {"LOCAL_RANK", "1"},
@@ -98,6 +99,8 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   for (const auto& [name, value] : expected) EXPECT_EQ(env[name], value) << name;
   EXPECT_EQ(env["RINGTORCH_TIMEOUT"].substr(0, 2), "30");
   EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
+  EXPECT_EQ(env["RINGTORCH_FLIGHT_RECORDER_DIR"], "/logs/flight_recorder");
+  EXPECT_EQ(env["RINGTORCH_TIMELINE"], "/out/run.json.rank3.json") << "each rank its own part";
 }
 
 TEST(WorkerCommand, LegacyLocalRankUnlessUseEnv) {

@@ -1,5 +1,6 @@
 // The process group in separate processes (apps/ringbench): every store kind, world sizes 2..4,
-// and a peer that is killed (SIGKILL) or stopped (SIGSTOP) in the middle of large all-reduces.
+// and a peer that is killed (SIGKILL) or stopped (SIGSTOP) in the middle of large all-reduces,
+// with the flight recorders' files that say so; and SIGUSR1 dumps of a running job.
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
@@ -9,6 +10,7 @@
 #include <thread>
 
 #include "runtime/launch/subprocess.h"
+#include "runtime/trace/flight_analysis.h"
 #include "support/capture.h"
 #include "support/redis_server.h"
 #include "support/test_paths.h"
@@ -82,13 +84,16 @@ TEST(ProcessGroupProcesses, EveryStoreKindAtWorldSizes2To4) {
 // Starts 3 ranks running large all-reduces for a long time, waits until they are busy, then
 // does `to_victim` to rank 1. The survivors must fail within their timeout (3 s), naming
 // themselves, the operation and rank 1, with a non-zero exit; nobody may hang.
-void expect_survivors_fail(int sig) {
+// Starts `world` ranks of ringbench running large all-reduces for a long time and returns once
+// rank 0 reports a connected group (the processes are killed and the test fails otherwise).
+std::vector<Subprocess> start_busy_ranks(int world, const std::string& flight_dir) {
   const std::string port = std::to_string(testing::free_port());
-  std::map<std::string, std::string> env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}};
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", port}, {"RINGTORCH_FLIGHT_RECORDER_DIR", flight_dir}};
   const std::vector<std::string> args = {"--min-bytes", "16M",      "--max-bytes", "16M",       "--iters",
                                          "100000",      "--warmup", "0",           "--timeout", "3"};
   std::vector<Subprocess> procs;
-  for (int r = 0; r < 3; ++r) procs.push_back(start_rank(r, 3, args, env));
+  for (int r = 0; r < world; ++r) procs.push_back(start_rank(r, world, args, env));
   // Rank 0 prints its header once the group is connected; then let a few all-reduces run.
   std::string header;
   const auto connect_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -99,9 +104,17 @@ void expect_survivors_fail(int sig) {
   }
   if (header.find("# ringbench") == std::string::npos) {
     for (auto& p : procs) p.signal(SIGKILL);
-    FAIL() << "rank 0 never reported a connected group: " << header;
+    ADD_FAILURE() << "rank 0 never reported a connected group: " << header;
+    return {};
   }
   std::this_thread::sleep_for(milliseconds(500));
+  return procs;
+}
+
+void expect_survivors_fail(int sig) {
+  TempDir flight;
+  std::vector<Subprocess> procs = start_busy_ranks(3, flight.path());
+  if (procs.empty()) return;
   const auto start = std::chrono::steady_clock::now();
   procs[1].signal(sig);
   int naming_the_victim = 0;
@@ -124,11 +137,57 @@ void expect_survivors_fail(int sig) {
   EXPECT_GE(naming_the_victim, 1) << "neither survivor named rank 1";
   procs[1].signal(SIGKILL);  // the stopped one, too
   procs[1].wait();
+  // The survivors' flight recorders: both failed in the same all-reduce, rank 1 wrote nothing.
+  const FlightAnalysis analysis = analyze_flight_dumps(flight.path());
+  ASSERT_FALSE(analysis.groups.empty());
+  const auto& group = analysis.groups[0];
+  ASSERT_EQ(group.ranks.size(), 3u);
+  EXPECT_FALSE(group.ranks[1].dumped);
+  EXPECT_EQ(group.ranks[1].state, "missing");
+  for (int r : {0, 2}) {
+    const auto& rank = group.ranks[static_cast<size_t>(r)];
+    EXPECT_TRUE(rank.dumped) << "rank " << r;
+    EXPECT_EQ(rank.state, "failed") << "rank " << r;
+    EXPECT_EQ(rank.op, "allreduce");
+    EXPECT_NE(rank.detail.find("16.0 MiB float32"), std::string::npos) << rank.detail;
+    EXPECT_GE(rank.sequence, 0);
+    EXPECT_EQ(rank.last_completed, rank.sequence - 1);
+  }
+  // Gloo ring all-reduces of one sequence: the survivors stopped within one operation of each other.
+  EXPECT_LE(std::abs(group.ranks[0].sequence - group.ranks[2].sequence), 1);
+  bool said = false;
+  for (const auto& line : analysis.summary) said |= line.find("rank 1 wrote no file") != std::string::npos;
+  EXPECT_TRUE(said) << analysis.to_text();
 }
 
 TEST(ProcessGroupProcesses, PeerKilledMidAllreduce) { expect_survivors_fail(SIGKILL); }
 
 TEST(ProcessGroupProcesses, PeerStoppedMidAllreduce) { expect_survivors_fail(SIGSTOP); }
+
+// SIGUSR1 makes a running rank write its flight recorder without stopping it.
+TEST(ProcessGroupProcesses, SigusrOneDumpsARunningJob) {
+  TempDir flight;
+  std::vector<Subprocess> procs = start_busy_ranks(2, flight.path());
+  if (procs.empty()) return;
+  for (auto& p : procs) p.signal(SIGUSR1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((testing::read_file(flight.file("rank0.json")).empty() ||
+          testing::read_file(flight.file("rank1.json")).empty()) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  for (auto& p : procs) EXPECT_FALSE(p.poll().has_value()) << "SIGUSR1 must not stop a rank";
+  const FlightAnalysis analysis = analyze_flight_dumps(flight.path());
+  for (auto& p : procs) p.signal(SIGKILL);
+  for (auto& p : procs) p.wait();
+  ASSERT_FALSE(analysis.groups.empty());
+  for (const auto& rank : analysis.groups[0].ranks) {
+    EXPECT_TRUE(rank.dumped) << "rank " << rank.rank;
+    EXPECT_EQ(rank.reason, "SIGUSR1");
+    EXPECT_TRUE(rank.state == "in_operation" || rank.state == "idle") << rank.state;
+    EXPECT_GE(rank.last_completed, 0) << "ringbench had completed all-reduces before the signal";
+  }
+}
 
 }  // namespace
 }  // namespace ringtorch

@@ -1,0 +1,59 @@
+#include "base/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+
+#include "base/error.h"
+
+namespace ringtorch {
+namespace {
+
+void write_fully(int fd, const char* data, size_t size, const std::string& path, const std::string& what) {
+  while (size > 0) {
+    const ssize_t n = ::write(fd, data, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw IoError(str_cat(what, ": writing ", path, ": ", errno_text(errno)));
+    }
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const char* data, size_t size, const std::string& what) {
+  namespace fs = std::filesystem;
+  static std::atomic<unsigned> counter{0};  // threads of one process writing the same path
+  std::string directory = fs::path(path).parent_path().string();
+  if (directory.empty()) directory = ".";
+  const std::string temporary =
+      str_cat(directory, "/.", fs::path(path).filename().string(), ".tmp.", ::getpid(), ".", counter++);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(str_cat(what, ": cannot create ", temporary, ": ", errno_text(errno)));
+  try {
+    write_fully(fd, data, size, temporary, what);
+    if (::fsync(fd) != 0) throw IoError(str_cat(what, ": fsync ", temporary, ": ", errno_text(errno)));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temporary.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    const int error = errno;
+    ::unlink(temporary.c_str());
+    throw IoError(str_cat(what, ": rename to ", path, ": ", errno_text(error)));
+  }
+  const int dir = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+}  // namespace ringtorch

@@ -1,0 +1,20 @@
+// Files that are either whole or absent: written to a temporary file beside the target, synced,
+// renamed over it, and the directory synced. Used for checkpoints, flight-recorder dumps and
+// timelines, which a crash or a second writer must never leave half-written.
+//
+// Thread-safety: concurrent calls are safe, for the same path too (each writes its own
+// temporary file; the last rename wins).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace ringtorch {
+
+// Throws IoError starting with `what` ("checkpoint", "flight recorder") and naming the file.
+void write_file_atomically(const std::string& path, const char* data, size_t size, const std::string& what);
+inline void write_file_atomically(const std::string& path, const std::string& content, const std::string& what) {
+  write_file_atomically(path, content.data(), content.size(), what);
+}
+
+}  // namespace ringtorch
