@@ -86,6 +86,7 @@ int run(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ringtorch::Timeline::release_environment_file();  // RINGTORCH_TIMELINE may name the file read here
   const std::vector<std::string> args(argv + 1, argv + argc);
   return ringtorch::run_reporting_errors("ringtrace", [&] { return run(args); });
 }

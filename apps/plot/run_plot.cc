@@ -131,7 +131,7 @@ void plot_run(const std::vector<EpochMetrics>& epochs, const std::string& path, 
   plssub(3, 1);
   plinit();
   plschr(0, 0.9);
-  draw_panel(x, {loss}, {"loss"}, "mean training loss", str_cat(title, ": training loss").c_str());
+  draw_panel(x, {loss}, {"loss"}, "mean training loss", title.c_str());
   draw_panel(x, {accuracy}, {"accuracy"}, "test accuracy", "test accuracy");
   draw_panel(x, per_rank, rank_names, "samples/s", "samples/s per rank");
   plend();

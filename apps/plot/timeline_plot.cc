@@ -132,7 +132,7 @@ void plot_timeline(const std::string& trace_path, const std::string& svg_path, c
   plinit();
   pladv(0);
   plschr(0, 0.75);
-  plvpor(0.22, 0.98, 0.23, 0.9);
+  plvpor(0.22, 0.98, 0.27, 0.9);
   plwind(0, window.milliseconds, rows, 0);
   plcol0(1);
   plbox("bcnst", 0, 0, "bc", 0, 0);
@@ -157,15 +157,15 @@ void plot_timeline(const std::string& trace_path, const std::string& svg_path, c
   }
   // The legend: a swatch and a name per colour, in a strip under the axis.
   constexpr int kPerRow = 6;
-  plvpor(0.22, 0.98, 0.025, 0.105);
-  plwind(0, kPerRow, 2, 0);
+  plvpor(0.22, 0.98, 0.04, 0.13);
+  plwind(0, kPerRow, 2.3, 0);
   for (size_t k = 0; k < palette.entries.size(); ++k) {
     const double x = static_cast<double>(k % kPerRow), y = static_cast<double>(k / kPerRow);
     PLFLT xs[4] = {x, x + 0.1, x + 0.1, x}, ys[4] = {y + 0.15, y + 0.15, y + 0.85, y + 0.85};
     plcol0(static_cast<PLINT>(2 + k));
     plfill(4, xs, ys);
     plcol0(1);
-    plptex(x + 0.15, y + 0.75, 1, 0, 0, palette.entries[k].first.c_str());
+    plptex(x + 0.15, y + 0.7, 1, 0, 0, palette.entries[k].first.c_str());
   }
   plend();
 }

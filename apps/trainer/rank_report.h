@@ -3,7 +3,8 @@
 // a slow rank is seen at once. The same numbers go into the metrics file and the final JSON.
 //
 // "Compute" is a step's time without its waits: the wait for the last buckets after backward
-// (DdpIterationStats: last_gradient..finished) and, with uneven inputs, the step's agreement.
+// (DdpIterationStats: last_gradient..finished) and, with --balance (DDP's uneven inputs), the
+// step's agreement.
 // A rank that waits much is waiting for a slower one (or for the network).
 //
 // Thread-safety: value types and functions; gather_rank_times is a collective (every rank).
@@ -30,9 +31,11 @@ struct RankTimes {
 std::vector<RankTimes> gather_rank_times(ProcessGroup& group, const RankTimes& mine);
 
 // The table rank 0 prints after each epoch, lines prefixed "[ringtorch] ":
-//   [ringtorch] epoch 1, per rank:  rank  samples  samples/s  compute s  comm wait s
-//   [ringtorch]                        0    30016     8123.4       3.12         0.58
-//   [ringtorch] slowest: rank 1 (compute 3.30 s, 1.06x the fastest); others waited up to 0.58 s
+//   [ringtorch] epoch 1, per rank:  rank   samples  samples/s  compute s  comm wait s
+//   [ringtorch]                        0      4000     9019.6       0.41         0.03
+//   [ringtorch]                        1      4000     8948.0       0.42         0.03
+//   [ringtorch] slowest: rank 1 (0.10 ms of compute per sample, 1.02x the fastest, rank 0); the others waited up to
+//   0.03 s
 std::string format_rank_table(const std::string& title, const std::vector<RankTimes>& ranks);
 
 // [{"rank":0,"samples":..,"samples_per_s":..,"compute_s":..,"comm_wait_s":..}, ...] as JSON text.

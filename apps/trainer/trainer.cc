@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -95,23 +96,24 @@ std::pair<int64_t, int64_t> evaluate(PlacedModel& model, const ImageDataset& tes
   return {counts[0].item<int64_t>(), counts[1].item<int64_t>()};
 }
 
-// --timeline: every rank's trace to rank 0 (an allgather of lengths, then of the bytes), which
-// merges them into one file. Works across hosts without a shared filesystem.
+// --timeline: every rank's trace to rank 0 (lengths allgathered, then the bytes gathered to rank
+// 0 in blocks of the longest), which merges them into one file. Works across hosts without a
+// shared filesystem; only rank 0 holds all of them.
 void write_gathered_timeline(ProcessGroup& group, const std::string& path) {
   const std::string mine = Timeline::chrome_trace_json();
   int64_t length = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lengths(static_cast<size_t>(group.size()));
   group.allgather(&length, lengths.data(), 1, c10::ScalarType::Long);
-  int64_t total = 0;
-  for (int64_t l : lengths) total += l;
-  at::Tensor all = at::empty({total}, at::kByte);
-  at::Tensor local = at::from_blob(const_cast<char*>(mine.data()), {length}, at::kByte);
-  group.allgatherv(local, all, lengths);
+  const int64_t block = *std::max_element(lengths.begin(), lengths.end());
+  at::Tensor local = at::zeros({block}, at::kByte);
+  std::memcpy(local.data_ptr<uint8_t>(), mine.data(), mine.size());
+  at::Tensor all = group.rank() == 0 ? at::empty({block * group.size()}, at::kByte) : at::Tensor();
+  group.gather(local, all, /*root=*/0);
   if (group.rank() != 0) return;
   std::vector<std::string> traces, names;
   const char* bytes = reinterpret_cast<const char*>(all.data_ptr<uint8_t>());
-  for (size_t r = 0, offset = 0; r < lengths.size(); offset += static_cast<size_t>(lengths[r]), ++r) {
-    traces.emplace_back(bytes + offset, static_cast<size_t>(lengths[r]));
+  for (size_t r = 0; r < lengths.size(); ++r) {
+    traces.emplace_back(bytes + static_cast<int64_t>(r) * block, static_cast<size_t>(lengths[r]));
     names.push_back(str_cat("of rank ", r));
   }
   size_t events = 0;
@@ -417,11 +419,12 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   group.allgather(mine, all);
   report.parameter_checksums.assign(all.data_ptr<double>(), all.data_ptr<double>() + world);
   report.ranks_json = rank_times_json(gather_rank_times(group, run_times));
+  if (!o.timeline_path.empty()) write_gathered_timeline(group, o.timeline_path);
+  // After the last collective: a plot that cannot be written fails rank 0 alone, not the others.
   if (rank == 0 && !o.plot_path.empty() && !history.empty()) {
     plot_run(history, o.plot_path, str_cat(o.model, " on ", o.dataset, ", ", world, world == 1 ? " rank" : " ranks"));
     std::printf("[ringtorch] plot: %s\n", o.plot_path.c_str());
   }
-  if (!o.timeline_path.empty()) write_gathered_timeline(group, o.timeline_path);
   return report;
 }
 

@@ -9,11 +9,12 @@
 namespace ringtorch {
 
 OperationQueue::OperationQueue(std::string prefix, std::string group, Executor executor,
-                               std::shared_ptr<FlightRecorder> recorder)
+                               std::shared_ptr<FlightRecorder> recorder, bool dump_on_failure)
     : prefix_(std::move(prefix)),
       group_(std::move(group)),
       executor_(std::move(executor)),
-      recorder_(std::move(recorder)) {
+      recorder_(std::move(recorder)),
+      dump_on_failure_(dump_on_failure) {
   worker_ = std::thread(&OperationQueue::worker_loop, this);
 }
 
@@ -29,7 +30,7 @@ std::exception_ptr OperationQueue::broken() const {
   return broken_;
 }
 
-OperationQueue::Task OperationQueue::make_task(Operation op) {
+OperationQueue::Task OperationQueue::make_task(Operation op, bool starts_now) {
   const char* name = op_type_name(op.call.op);
   if (stopping_) throw InvalidArgumentError(str_cat(prefix_, name, " on group '", group_, "' after shutdown()"));
   const uint32_t sequence = next_sequence_++;
@@ -38,19 +39,23 @@ OperationQueue::Task OperationQueue::make_task(Operation op) {
                                      std::move(op.tensors), op.timeout + kWaitGrace);
   task.tag = operation_tag(sequence);
   task.sequence = sequence;
+  if (broken_) {
+    // Refused at once: counted, not recorded, so that a retry loop never pushes the failure
+    // that broke the group out of the recorder.
+    if (recorder_) recorder_->refused();
+    task.op = std::move(op);
+    task.work->finish(broken_);
+    return task;
+  }
   if (recorder_) {
     const CallSignature& c = op.call;
     const bool typed = c.dtype != c10::ScalarType::Undefined;
-    recorder_->queued(sequence, FlightRecorder::Clock::now(), name, op.detail, op.path, op.label, c.count,
-                      typed ? c10::toString(c.dtype) : "",
-                      typed ? c.count * static_cast<int64_t>(c10::elementSize(c.dtype)) : 0);
+    const auto now = starts_now ? FlightRecorder::Clock::time_point{} : FlightRecorder::Clock::now();
+    task.record = recorder_->queued(sequence, now, name, op.detail, op.path, op.label, c.count,
+                                    typed ? c10::toString(c.dtype) : "",
+                                    typed ? c.count * static_cast<int64_t>(c10::elementSize(c.dtype)) : 0);
   }
   task.op = std::move(op);
-  if (broken_) {
-    if (recorder_)
-      recorder_->ended(sequence, FlightRecorder::Clock::now(), "the group was broken by an earlier failure");
-    task.work->finish(broken_);
-  }
   return task;
 }
 
@@ -58,7 +63,7 @@ std::shared_ptr<Work> OperationQueue::submit(Operation op) {
   std::shared_ptr<Work> work;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    Task task = make_task(std::move(op));
+    Task task = make_task(std::move(op), /*starts_now=*/false);
     work = task.work;
     if (work->is_completed()) return work;  // the group is broken
     queue_.push_back(std::move(task));
@@ -72,10 +77,11 @@ void OperationQueue::run(Operation op) {
   std::optional<Task> here;  // runs on this thread: nothing is queued ahead of it
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    Task task = make_task(std::move(op));
+    const bool starts_now = !running_ && queue_.empty();
+    Task task = make_task(std::move(op), starts_now);
     work = task.work;
     if (!work->is_completed()) {
-      if (!running_ && queue_.empty()) {
+      if (starts_now) {
         running_ = true;
         here = std::move(task);
       } else {
@@ -120,19 +126,19 @@ void OperationQueue::execute(Task& task) {
   if (auto failure = broken()) {
     outcome.error = failure;  // broke while this operation waited in line
     if (recorder_) {
-      recorder_->ended(task.sequence, FlightRecorder::Clock::now(), "the group broke before this operation started");
+      recorder_->ended(task.record, FlightRecorder::Clock::now(), "the group broke before this operation started");
     }
   } else {
     // One clock read each side, shared by the recorder and the timeline (both steady_clock).
     const bool timed = recorder_ || Timeline::enabled();
     const auto begin = timed ? FlightRecorder::Clock::now() : FlightRecorder::Clock::time_point{};
-    if (recorder_) recorder_->started(task.sequence, begin);
+    if (recorder_) recorder_->started(task.record, begin);
     task.work->mark_started(begin);
     outcome = executor_(task.op, task.tag, *task.work);
     const auto end = timed ? FlightRecorder::Clock::now() : FlightRecorder::Clock::time_point{};
     if (outcome.error) outcome.error = record_failure(task, end, outcome.error);
-    if (!outcome.error && recorder_) recorder_->ended(task.sequence, end, nullptr);
-    if (Timeline::enabled()) record_in_timeline(task, begin, end, outcome.error != nullptr);
+    if (!outcome.error && recorder_) recorder_->ended(task.record, end, nullptr);
+    if (timed && Timeline::enabled()) record_in_timeline(task, begin, end, outcome.error != nullptr);
     if (outcome.error && outcome.breaks_group) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!broken_) broken_ = outcome.error;
@@ -144,29 +150,37 @@ void OperationQueue::execute(Task& task) {
 }
 
 std::exception_ptr OperationQueue::record_failure(const Task& task, FlightRecorder::Clock::time_point end,
-                                                  std::exception_ptr error) {
+                                                  std::exception_ptr error) noexcept {
   try {
     std::rethrow_exception(error);
   } catch (const Error& e) {
-    if (recorder_) recorder_->ended(task.sequence, end, e.what());
+    if (recorder_) recorder_->ended(task.record, end, e.what());
     const bool dump =
         e.kind() == ErrorKind::kTimeout || e.kind() == ErrorKind::kPeerLost || e.kind() == ErrorKind::kMismatch;
-    if (!dump || !recorder_) return error;
-    const std::string where = dump_flight_recorders(str_cat(
-        error_class_name(e.kind()), " in ", op_type_name(task.op.call.op), " #", task.sequence, " of group ", group_));
-    if (where.empty()) return error;
-    return make_error(e.kind(),
-                      str_cat(e.what(), "\n  flight recorder: ", where, " (read every rank's: ringtrace ",
-                              flight_recorder_directory(), ")"),
-                      e.site());
+    // A cross-host part's failure reaches its hierarchical group, which dumps (once) for both.
+    if (!dump || !recorder_ || !dump_on_failure_) return error;
+    try {
+      const std::string where =
+          dump_flight_recorders(str_cat(error_class_name(e.kind()), " in ", op_type_name(task.op.call.op), " #",
+                                        task.sequence, " of group ", group_));
+      if (where.empty()) return error;
+      return make_error(e.kind(),
+                        str_cat(e.what(), "\n  flight recorder: ", where, " (read every rank's: ringtrace ",
+                                flight_recorder_directory(), ")"),
+                        e.site());
+    } catch (...) {
+      return error;  // the failure as it was, without the dump's place
+    }
   } catch (const std::exception& e) {
-    if (recorder_) recorder_->ended(task.sequence, end, e.what());
-    return error;
+    if (recorder_) recorder_->ended(task.record, end, e.what());
+  } catch (...) {
+    if (recorder_) recorder_->ended(task.record, end, "an exception of unknown type");
   }
+  return error;
 }
 
 void OperationQueue::record_in_timeline(const Task& task, Timeline::Clock::time_point begin,
-                                        Timeline::Clock::time_point end, bool failed) const {
+                                        Timeline::Clock::time_point end, bool failed) const noexcept try {
   nlohmann::json args = {{"sequence", task.sequence},
                          {"group", group_},
                          {"path", task.op.path},
@@ -177,7 +191,10 @@ void OperationQueue::record_in_timeline(const Task& task, Timeline::Clock::time_
   }
   if (!task.op.label.empty()) args["label"] = task.op.label;
   if (failed) args["failed"] = true;
-  Timeline::record(op_type_name(task.op.call.op), "collective", begin, end, args.dump());
+  Timeline::record(op_type_name(task.op.call.op), "collective", begin, end,
+                   args.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+} catch (...) {
+  // Observing never fails the operation (running out of memory here costs a span, not a job).
 }
 
 void OperationQueue::stop() {

@@ -71,9 +71,10 @@ class OperationQueue {
   using Executor = std::function<Outcome(Operation& op, uint32_t tag, const Work& work)>;
 
   // `prefix` ("[rank 0/2] ") and `group` name the operations in their Work descriptions.
-  // `recorder` may be null (RINGTORCH_FLIGHT_RECORDER_SIZE=0).
+  // `recorder` may be null (RINGTORCH_FLIGHT_RECORDER_SIZE=0); `dump_on_failure` false: failures
+  // are recorded, not dumped (a hierarchical group's cross-host part: its group dumps).
   OperationQueue(std::string prefix, std::string group, Executor executor,
-                 std::shared_ptr<FlightRecorder> recorder = nullptr);
+                 std::shared_ptr<FlightRecorder> recorder = nullptr, bool dump_on_failure = true);
   ~OperationQueue();
   OperationQueue(const OperationQueue&) = delete;
   OperationQueue& operator=(const OperationQueue&) = delete;
@@ -99,21 +100,26 @@ class OperationQueue {
     Operation op;
     uint32_t tag = 0;
     uint32_t sequence = 0;
+    FlightRecorder::Id record = 0;  // the recorder's entry (with a recorder)
   };
   // Numbers the operation and makes its Work; completes it at once when the group is broken.
   // Called with mutex_ held.
-  Task make_task(Operation op);
+  // `starts_now`: it runs at once on this thread (its queue time is its start time: one clock
+  // read less on the path of small synchronous collectives).
+  Task make_task(Operation op, bool starts_now);
   void execute(Task& task);
   // Records a failure in the flight recorder; a timeout, a lost peer or a mismatch also dumps
   // the process' recorders and returns the error with the dump's place in its message.
-  std::exception_ptr record_failure(const Task& task, FlightRecorder::Clock::time_point end, std::exception_ptr error);
+  std::exception_ptr record_failure(const Task& task, FlightRecorder::Clock::time_point end,
+                                    std::exception_ptr error) noexcept;
   void record_in_timeline(const Task& task, Timeline::Clock::time_point begin, Timeline::Clock::time_point end,
-                          bool failed) const;
+                          bool failed) const noexcept;
   void worker_loop();
 
   const std::string prefix_, group_;
   const Executor executor_;
   const std::shared_ptr<FlightRecorder> recorder_;
+  const bool dump_on_failure_;
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Task> queue_;      // guarded by mutex_

@@ -83,14 +83,15 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, Proce
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                    const std::string& store_host, const ProcessGroupOptions& options) {
-  auto group = create_group(store, rank, size, store_host, options, GroupRole::kWhole);
+  auto group = create_group(store, rank, size, store_host, options, GroupRole::kWhole, rank);
   Timeline::set_rank(rank);  // the timeline's pid: this process' rank in its whole group
   return group;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                          int size, const std::string& store_host,
-                                                         const ProcessGroupOptions& options, GroupRole role) {
+                                                         const ProcessGroupOptions& options, GroupRole role,
+                                                         int process_rank) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw InvalidArgumentError(str_cat("ProcessGroup: rank ", rank, " is outside [0, ", size, ")"));
   }
@@ -98,7 +99,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   std::shared_ptr<ProcessGroup> group(new ProcessGroup(rank, size, settings.name, settings.timeout));
   const std::string prefix = group->context_prefix();
   if (const size_t capacity = FlightRecorder::capacity_from_environment(); capacity > 0) {
-    group->recorder_ = FlightRecorder::create(settings.name, rank, size, rank, capacity);
+    group->recorder_ = FlightRecorder::create(settings.name, rank, size, process_rank, capacity);
   }
   GroupMesh mesh = connect_mesh(store, rank, size, store_host, settings, prefix);
   group->allreduce_piece_bytes_ = agree_pieces(mesh, settings, prefix);
@@ -118,7 +119,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   ProcessGroup* self = group.get();
   group->queue_ = std::make_unique<OperationQueue>(
       prefix, settings.name,
-      [self](Operation& op, uint32_t tag, const Work& work) { return self->execute(op, tag, work); }, group->recorder_);
+      [self](Operation& op, uint32_t tag, const Work& work) { return self->execute(op, tag, work); }, group->recorder_,
+      /*dump_on_failure=*/role == GroupRole::kWhole);
   return group;
 }
 
@@ -179,9 +181,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group_in_role(const std::vector<
   }
   auto scoped = c10::make_intrusive<c10d::PrefixStore>(str_cat("subgroup", index), store_);
   auto group = create_group(scoped, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()), store_host_,
-                            options, role);
+                            options, role, recorder_ ? recorder_->process_rank() : rank_);
   group->members_ = list;
-  if (group->recorder_ && recorder_) group->recorder_->set_process_rank(recorder_->process_rank());
   return group;
 }
 

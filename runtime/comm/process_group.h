@@ -162,9 +162,10 @@ class ProcessGroup {
   class CrossHostSubgroup;
 
   ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout);
+  // `process_rank`: this process' rank in its whole group (names its flight-recorder file).
   static std::shared_ptr<ProcessGroup> create_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                     const std::string& store_host, const ProcessGroupOptions& options,
-                                                    GroupRole role);
+                                                    GroupRole role, int process_rank);
   std::shared_ptr<ProcessGroup> new_group_in_role(const std::vector<int>& ranks, ProcessGroupOptions options,
                                                   GroupRole role);
   // Builds the same-host path (and its cross-host subgroups) from the plan.

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "base/error.h"
 #include "runtime/launch/launch_agent.h"
@@ -17,38 +20,67 @@ std::string flight_file(const std::string& dir, int rank) { return str_cat(dir, 
 
 }  // namespace
 
-void LaunchAgent::remove_flight_files() const {
+int64_t LaunchAgent::wall_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {}  // namespace
+
+void LaunchAgent::remove_stale_reports() const {
   for (int l = 0; l < config_.nproc_per_node; ++l) {
-    ::unlink(flight_file(placement_.flight_recorder_dir, config_.node_rank * config_.nproc_per_node + l).c_str());
+    const int rank = config_.node_rank * config_.nproc_per_node + l;
+    ::unlink(flight_file(placement_.flight_recorder_dir, rank).c_str());
+    if (!placement_.timeline.empty()) ::unlink(timeline_part(placement_.timeline, rank).c_str());
   }
 }
 
-void LaunchAgent::report_flight_recorder() {
-  // A worker that failed in a collective has written its file already (and its reason); the
-  // others are asked for theirs now, before they are stopped.
-  std::vector<std::string> awaited;
+std::vector<int> LaunchAgent::request_flight_dumps() {
+  std::vector<int> asked, skipped;
   for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {
-    const std::string file =
-        flight_file(placement_.flight_recorder_dir, config_.node_rank * config_.nproc_per_node + l);
-    if (workers_[l].running() && !std::filesystem::exists(file)) {
-      workers_[l].signal(SIGUSR1);
-      awaited.push_back(file);
+    if (!workers_[l].poll().has_value() && process_catches_signal(workers_[l].pid(), SIGUSR1)) {
+      ::kill(workers_[l].pid(), SIGUSR1);  // the worker only: its own children may not expect it
+      asked.push_back(config_.node_rank * config_.nproc_per_node + l);
+    } else if (!workers_[l].poll().has_value()) {
+      skipped.push_back(config_.node_rank * config_.nproc_per_node + l);
     }
   }
+  if (!skipped.empty()) {
+    std::string list;
+    for (int r : skipped) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    log(str_cat("flight recorder: not asked: rank ", list,
+                " (no SIGUSR1 handler yet: not in a process group, RINGTORCH_FLIGHT_RECORDER_SIZE=0, or not a "
+                "ringtorch program; SIGUSR1 would end it)"));
+  }
+  return asked;
+}
+
+void LaunchAgent::report_flight_recorder() {
+  // Every worker still running that can take SIGUSR1 writes its file now, before it is stopped;
+  // one that failed in a collective has written its own already (with its reason).
+  const int64_t asked_at = wall_clock_us();
+  const std::vector<int> asked = request_flight_dumps();
+  auto fresh = [&](int rank) {
+    std::ifstream in(flight_file(placement_.flight_recorder_dir, rank));
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\"dumped_us\":");
+    return at != std::string::npos && std::strtoll(text.c_str() + at + 12, nullptr, 10) >= asked_at;
+  };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   auto all_written = [&] {
-    for (const auto& f : awaited) {
-      if (!std::filesystem::exists(f)) return false;
+    for (int rank : asked) {
+      if (!fresh(rank)) return false;
     }
     return true;
   };
   while (!all_written() && std::chrono::steady_clock::now() < deadline) output_.pump(std::chrono::milliseconds(20));
   try {
-    const FlightAnalysis analysis = analyze_flight_dumps(placement_.flight_recorder_dir);
+    const FlightAnalysis analysis = analyze_flight_dumps(placement_.flight_recorder_dir, round_started_us_);
     for (const auto& line : analysis.summary) log("flight recorder: " + line);
     log(str_cat("flight recorder: ", analysis.files.size(), " file", analysis.files.size() == 1 ? "" : "s", " in ",
                 placement_.flight_recorder_dir, " (ringtrace ", placement_.flight_recorder_dir,
-                " --json for all of it)"));
+                " --json for all of it)",
+                config_.nnodes > 1 ? "; other nodes' ranks write theirs on their nodes" : ""));
   } catch (const std::exception& e) {
     log(str_cat("flight recorder: nothing to report (", e.what(), ")"));
   }

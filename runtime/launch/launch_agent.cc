@@ -138,7 +138,8 @@ void LaunchAgent::start_workers(int restart) {
     }
   }
   for (auto* f : logs_) std::fprintf(f, "== ringrun: run %s, restart %d ==\n", placement_.run_id.c_str(), restart);
-  remove_flight_files();
+  remove_stale_reports();
+  round_started_us_ = wall_clock_us();
   workers_.clear();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
     const int rank = config_.node_rank * config_.nproc_per_node + l;
@@ -200,7 +201,7 @@ LaunchAgent::Outcome LaunchAgent::monitor(int restart, Failure* failure, std::st
     if (g_signal.load() != 0) return Outcome::kSignal;
     if (g_dump_requested.exchange(false)) {
       log(str_cat("SIGUSR1: the workers write their flight recorders to ", placement_.flight_recorder_dir));
-      for (auto& w : workers_) w.signal(SIGUSR1);
+      request_flight_dumps();
     }
     bool all_done = true;
     for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {

@@ -59,11 +59,15 @@ class LaunchAgent {
   void settle_run_id();
   int run_rounds();
   // Flight recorder: asks the running workers for their files (SIGUSR1), waits up to a second for
-  // them, and logs what `ringtrace` would say.
+  // them, and logs what `ringtrace` would say of this round's files.
   void report_flight_recorder();
-  // Stale files of this node's ranks from an earlier round, so a report reads only this one's.
-  void remove_flight_files() const;
+  // SIGUSR1 to each running worker that handles it (its default action would end the others);
+  // returns the ranks asked, and logs the others.
+  std::vector<int> request_flight_dumps();
+  // This node's ranks' flight-recorder files and timeline parts from an earlier round or run.
+  void remove_stale_reports() const;
   void merge_timeline() const;
+  static int64_t wall_clock_us();
   void start_workers(int restart);
   Outcome monitor(int restart, Failure* failure, std::string* remote_reason);
   Outcome wait_for_other_nodes(int restart, std::string* remote_reason);
@@ -76,6 +80,7 @@ class LaunchAgent {
 
   const LaunchConfig config_;
   JobPlacement placement_;
+  int64_t round_started_us_ = 0;             // wall clock: the flight-recorder report reads files from then on
   bool store_lost_ = false;                  // an external store stopped answering: no more cross-node checks
   c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
   c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/<round>/

@@ -8,6 +8,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 
 #include "base/error.h"
 
@@ -172,6 +175,17 @@ ExitStatus Subprocess::wait() {
     }
   }
   return status_.value_or(ExitStatus{});
+}
+
+bool process_catches_signal(pid_t pid, int sig) {
+  std::ifstream status(str_cat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+    return (mask >> (sig - 1)) & 1;
+  }
+  return false;
 }
 
 void Subprocess::signal(int sig) {

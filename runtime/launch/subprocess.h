@@ -77,4 +77,8 @@ class Subprocess {
 // The name of a signal: "SIGTERM".
 std::string signal_name(int sig);
 
+// Whether process `pid` has a handler for `sig` (its /proc status' SigCgt mask): for signals
+// whose default action would end a process that does not expect them (SIGUSR1).
+bool process_catches_signal(pid_t pid, int sig);
+
 }  // namespace ringtorch

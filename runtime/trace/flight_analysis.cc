@@ -26,20 +26,23 @@ FlightAnalysis::RankState read_rank(const json& group, const std::string& reason
   state.rank = group.at("rank").get<int>();
   state.dumped = true;
   state.reason = reason;
-  const json* unfinished = nullptr;
-  for (const json& e : group.at("entries")) {
-    const std::string s = e.at("state").get<std::string>();
-    if (s == "completed") {
-      if (!unfinished) state.last_completed = e.at("sequence").get<int64_t>();
-    } else if (!unfinished) {
-      unfinished = &e;
+  const json& entries = group.at("entries");
+  // The newest completed operation; what follows it is where the rank stands.
+  size_t first_after = 0;
+  for (size_t k = 0; k < entries.size(); ++k) {
+    if (entries[k].at("state").get<std::string>() == "completed") {
+      state.last_completed = entries[k].at("sequence").get<int64_t>();
+      first_after = k + 1;
     }
   }
-  if (!unfinished) {
+  for (size_t k = 0; k < first_after; ++k) {
+    if (entries[k].at("state").get<std::string>() == "failed") ++state.earlier_failures;
+  }
+  if (first_after >= entries.size()) {
     state.state = "idle";
     return state;
   }
-  const json& e = *unfinished;
+  const json& e = entries[first_after];
   state.sequence = e.at("sequence").get<int64_t>();
   state.op = e.value("op", "");
   state.detail = e.value("detail", "");
@@ -52,9 +55,12 @@ FlightAnalysis::RankState read_rank(const json& group, const std::string& reason
 
 // The error without the "[rank 0/2] allreduce #3 (group default, ...): " the line already says.
 std::string without_context(const std::string& error) {
-  if (error.rfind("[rank ", 0) != 0) return error;
-  const size_t end = error.find("): ");
-  return end == std::string::npos ? error : error.substr(end + 3);
+  std::string text = error;
+  if (text.rfind("[rank ", 0) == 0) {
+    const size_t end = text.find("): ");
+    if (end != std::string::npos) text = text.substr(end + 3);
+  }
+  return text.size() > 240 ? text.substr(0, 240) + " ..." : text;  // the file keeps the whole line
 }
 
 std::string describe_operation(const FlightAnalysis::RankState& r) {
@@ -117,8 +123,8 @@ std::vector<std::string> findings_of(const FlightAnalysis::Group& g) {
   if (!missing.empty()) {
     lines.push_back(str_cat(prefix, rank_list(missing),
                             " wrote no file: ", missing.size() == 1 ? "its process" : "their processes",
-                            " died (killed, crashed, out of memory) before ringtorch could write one, or never "
-                            "failed nor got SIGUSR1 (send it: kill -USR1 <pid>)"));
+                            " ended before ringtorch could write one (killed, crashed, out of memory, or "
+                            "finished), never failed nor got SIGUSR1 (kill -USR1 <pid>), or wrote it on another host"));
   }
   if (lines.empty())
     lines.push_back(str_cat(prefix, "every rank completed operation #", furthest, "; nothing pending"));
@@ -127,7 +133,7 @@ std::vector<std::string> findings_of(const FlightAnalysis::Group& g) {
 
 }  // namespace
 
-FlightAnalysis analyze_flight_dumps(const std::string& directory) {
+FlightAnalysis analyze_flight_dumps(const std::string& directory, int64_t since_us) {
   FlightAnalysis analysis;
   analysis.directory = directory;
   std::error_code ec;
@@ -144,6 +150,7 @@ FlightAnalysis analyze_flight_dumps(const std::string& directory) {
     if (file.is_discarded() || !file.is_object() || file.value("format", "") != "ringtorch-flight-recorder") {
       throw IoError(str_cat("ringtrace: ", entry.path().string(), " is not a flight-recorder file"));
     }
+    if (file.value("dumped_us", int64_t{0}) < since_us) continue;  // an earlier round's
     analysis.files.push_back(entry.path().string());
     try {
       for (const json& g : file.at("groups")) {
@@ -187,7 +194,11 @@ std::string FlightAnalysis::to_json() const {
   for (const auto& g : groups) {
     json group = {{"group", g.name}, {"size", g.size}, {"findings", g.findings}, {"ranks", json::array()}};
     for (const auto& r : g.ranks) {
-      json rank = {{"rank", r.rank}, {"dumped", r.dumped}, {"state", r.state}, {"last_completed", r.last_completed}};
+      json rank = {{"rank", r.rank},
+                   {"dumped", r.dumped},
+                   {"state", r.state},
+                   {"last_completed", r.last_completed},
+                   {"earlier_failures", r.earlier_failures}};
       if (r.sequence >= 0) {
         rank["sequence"] = r.sequence;
         rank["op"] = r.op;

@@ -25,8 +25,11 @@ struct FlightAnalysis {
     // not ended), "idle" (everything it started had ended), "missing" (no file).
     std::string state;
     int64_t last_completed = -1;  // sequence number; -1: none kept
-    // The oldest operation that did not complete (failed, started or queued); sequence -1: none.
+    // The first operation after the newest completed one that did not complete (failed, started
+    // or queued); sequence -1: none. (A failure the program caught and went on from is older
+    // than a completed operation: it is counted in earlier_failures, not reported as current.)
     int64_t sequence = -1;
+    int earlier_failures = 0;
     std::string op, detail, path, label, error;
     std::string reason;  // why the file was written ("SIGUSR1", "PeerLostError in allreduce #3 ...")
   };
@@ -46,7 +49,8 @@ struct FlightAnalysis {
 };
 
 // Throws IoError when `directory` holds no readable flight-recorder file, or names a file that
-// is not one.
-FlightAnalysis analyze_flight_dumps(const std::string& directory);
+// is not one. Files written before `since_us` (wall clock, µs) are left out: a launcher reads
+// only its current round's.
+FlightAnalysis analyze_flight_dumps(const std::string& directory, int64_t since_us = 0);
 
 }  // namespace ringtorch

@@ -55,13 +55,15 @@ void install_sigusr1_once() {
     struct sigaction current {};
     if (::sigaction(SIGUSR1, nullptr, &current) != 0 || current.sa_handler != SIG_DFL) return;  // someone's own
     if (::pipe2(g_signal_pipe, O_CLOEXEC) != 0) return;
+    // The handler must never block: a full pipe already holds a pending request.
+    ::fcntl(g_signal_pipe[1], F_SETFL, ::fcntl(g_signal_pipe[1], F_GETFL) | O_NONBLOCK);
     std::thread([] {
       char byte;
       while (true) {
         const ssize_t n = ::read(g_signal_pipe[0], &byte, 1);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
-        const std::string where = dump_flight_recorders("SIGUSR1");
+        const std::string where = dump_flight_recorders("SIGUSR1");  // never throws
         if (!where.empty()) std::fprintf(stderr, "[ringtorch] flight recorder (SIGUSR1): %s\n", where.c_str());
       }
     }).detach();
@@ -134,12 +136,7 @@ FlightRecorder::~FlightRecorder() = default;  // the registry's weak reference e
 size_t FlightRecorder::capacity_from_environment() {
   const char* text = std::getenv("RINGTORCH_FLIGHT_RECORDER_SIZE");
   if (!text || !*text) return kDefaultCapacity;
-  return static_cast<size_t>(parse_int_in_range(text, 0, 1 << 24, "RINGTORCH_FLIGHT_RECORDER_SIZE"));
-}
-
-void FlightRecorder::set_process_rank(int rank) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  process_rank_ = rank;
+  return static_cast<size_t>(parse_int_in_range(text, 0, 1 << 20, "RINGTORCH_FLIGHT_RECORDER_SIZE"));
 }
 
 namespace {
@@ -148,16 +145,17 @@ int64_t ns_of(FlightRecorder::Clock::time_point t) {
 }
 }  // namespace
 
-FlightRecorder::Slot* FlightRecorder::slot(uint64_t sequence) {
-  Slot& s = ring_[sequence % ring_.size()];
-  return s.sequence.load(std::memory_order_acquire) == sequence ? &s : nullptr;
+FlightRecorder::Slot* FlightRecorder::slot(Id id) {
+  Slot& s = ring_[id % ring_.size()];
+  return s.id.load(std::memory_order_acquire) == id ? &s : nullptr;
 }
 
-void FlightRecorder::queued(uint64_t sequence, Clock::time_point at, const char* op, const std::string& detail,
-                            const char* path, const std::string& label, int64_t count, const char* dtype,
-                            int64_t bytes) {
+FlightRecorder::Id FlightRecorder::queued(uint32_t sequence, Clock::time_point at, const char* op,
+                                          const std::string& detail, const char* path, const std::string& label,
+                                          int64_t count, const char* dtype, int64_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
-  Slot& s = ring_[sequence % ring_.size()];
+  const Id id = next_id_++;
+  Slot& s = ring_[id % ring_.size()];
   FlightEntry& e = s.entry;
   e.sequence = sequence;
   e.op = op;
@@ -172,23 +170,29 @@ void FlightRecorder::queued(uint64_t sequence, Clock::time_point at, const char*
   s.started_ns.store(0, std::memory_order_relaxed);
   s.ended_ns.store(0, std::memory_order_relaxed);
   s.state.store(static_cast<int>(FlightEntry::State::kQueued), std::memory_order_relaxed);
-  s.sequence.store(sequence, std::memory_order_release);
-  operations_ = std::max(operations_, sequence + 1);
+  s.id.store(id, std::memory_order_release);
+  return id;
 }
 
-void FlightRecorder::started(uint64_t sequence, Clock::time_point at) {
-  if (Slot* s = slot(sequence)) {
+void FlightRecorder::refused() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++refused_;
+}
+
+void FlightRecorder::started(Id id, Clock::time_point at) {
+  if (Slot* s = slot(id)) {
+    if (s->queued_ns.load(std::memory_order_relaxed) == 0) s->queued_ns.store(ns_of(at), std::memory_order_relaxed);
     s->started_ns.store(ns_of(at), std::memory_order_relaxed);
     s->state.store(static_cast<int>(FlightEntry::State::kStarted), std::memory_order_release);
   }
 }
 
-void FlightRecorder::ended(uint64_t sequence, Clock::time_point at, const char* error) {
-  Slot* s = slot(sequence);
+void FlightRecorder::ended(Id id, Clock::time_point at, const char* error) {
+  Slot* s = slot(id);
   if (!s) return;
   if (error) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (s->entry.sequence == sequence) s->entry.error = first_line(error);
+    if (s->id.load(std::memory_order_relaxed) == id) s->entry.error = first_line(error);
   }
   s->ended_ns.store(ns_of(at), std::memory_order_relaxed);
   s->state.store(static_cast<int>(error ? FlightEntry::State::kFailed : FlightEntry::State::kCompleted),
@@ -198,10 +202,10 @@ void FlightRecorder::ended(uint64_t sequence, Clock::time_point at, const char* 
 std::vector<FlightEntry> FlightRecorder::entries() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<FlightEntry> out;
-  const uint64_t kept = std::min<uint64_t>(operations_, ring_.size());
+  const uint64_t kept = std::min<uint64_t>(next_id_, ring_.size());
   auto wall_us = [&](int64_t ns) { return ns == 0 ? 0 : (ns + wall_minus_steady_ns_) / 1000; };
-  for (uint64_t seq = operations_ - kept; seq < operations_; ++seq) {
-    const Slot& s = ring_[seq % ring_.size()];
+  for (Id id = next_id_ - kept; id < next_id_; ++id) {
+    const Slot& s = ring_[id % ring_.size()];
     FlightEntry e = s.entry;
     e.state = static_cast<FlightEntry::State>(s.state.load(std::memory_order_acquire));
     e.queued_us = wall_us(s.queued_ns.load(std::memory_order_relaxed));
@@ -229,10 +233,13 @@ std::string FlightRecorder::to_json() const {
   nlohmann::json group = {{"group", group_},
                           {"rank", rank_},
                           {"size", size_},
+                          {"process_rank", process_rank_},
                           {"capacity", ring_.size()},
-                          {"operations", operations_},
+                          {"operations", next_id_},
+                          {"refused_after_break", refused_},
                           {"entries", std::move(entries_json)}};
-  return group.dump();
+  // Labels and group names come from users: never let a stray byte make the dump throw.
+  return group.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {
@@ -255,44 +262,48 @@ std::string flight_recorder_directory() {
 
 std::string dump_flight_recorders(const std::string& reason) {
   // One dump at a time: a later dump then both sees a later state and renames its files later
-  // (ranks as threads of one process, or a failure meeting a SIGUSR1).
-  static std::mutex one_at_a_time;
-  std::lock_guard<std::mutex> serial(one_at_a_time);
-  std::vector<std::shared_ptr<FlightRecorder>> live;
-  {
-    Registry& r = registry();
-    std::lock_guard<std::mutex> lock(r.mutex);
-    for (auto& w : r.recorders) {
-      if (auto recorder = w.lock()) live.push_back(std::move(recorder));
+  // (ranks as threads of one process, or a failure meeting a SIGUSR1). Never destroyed: the
+  // SIGUSR1 thread may dump during exit.
+  static std::mutex* one_at_a_time = new std::mutex;
+  std::lock_guard<std::mutex> serial(*one_at_a_time);
+  try {
+    std::vector<std::shared_ptr<FlightRecorder>> live;
+    {
+      Registry& r = registry();
+      std::lock_guard<std::mutex> lock(r.mutex);
+      for (auto& w : r.recorders) {
+        if (auto recorder = w.lock()) live.push_back(std::move(recorder));
+      }
     }
-  }
-  if (live.empty()) return "";
-  std::map<int, std::vector<std::shared_ptr<FlightRecorder>>> by_rank;
-  for (auto& recorder : live) by_rank[recorder->process_rank()].push_back(recorder);
-  const std::string directory = flight_recorder_directory();
-  std::error_code ec;
-  std::filesystem::create_directories(directory, ec);
-  if (ec) return str_cat("cannot write to ", directory, ": ", ec.message(), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
-  std::string written;
-  for (const auto& [rank, recorders] : by_rank) {
-    nlohmann::json file = {{"format", "ringtorch-flight-recorder"},
-                           {"version", 1},
-                           {"rank", rank},
-                           {"pid", ::getpid()},
-                           {"host", host_name()},
-                           {"reason", reason},
-                           {"dumped_us", wall_us()},
-                           {"groups", nlohmann::json::array()}};
-    for (const auto& recorder : recorders) file["groups"].push_back(nlohmann::json::parse(recorder->to_json()));
-    const std::string path = str_cat(directory, "/rank", rank, ".json");
-    try {
-      write_file_atomically(path, file.dump(1), "flight recorder");
+    if (live.empty()) return "";
+    std::map<int, std::vector<std::shared_ptr<FlightRecorder>>> by_rank;
+    for (auto& recorder : live) by_rank[recorder->process_rank()].push_back(recorder);
+    const std::string directory = flight_recorder_directory();
+    std::error_code ec;
+    std::filesystem::create_directories(directory, ec);
+    if (ec) return str_cat("cannot write to ", directory, ": ", ec.message(), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
+    std::string written;
+    const char* run = std::getenv("RINGTORCH_RUN_ID");
+    for (const auto& [rank, recorders] : by_rank) {
+      nlohmann::json file = {{"format", "ringtorch-flight-recorder"},
+                             {"version", 1},
+                             {"rank", rank},
+                             {"pid", ::getpid()},
+                             {"host", host_name()},
+                             {"run_id", run ? run : ""},
+                             {"reason", reason},
+                             {"dumped_us", wall_us()},
+                             {"groups", nlohmann::json::array()}};
+      for (const auto& recorder : recorders) file["groups"].push_back(nlohmann::json::parse(recorder->to_json()));
+      const std::string path = str_cat(directory, "/rank", rank, ".json");
+      write_file_atomically(path, file.dump(1, ' ', false, nlohmann::json::error_handler_t::replace),
+                            "flight recorder");
       written += (written.empty() ? "" : ", ") + path;
-    } catch (const std::exception& e) {
-      return str_cat("cannot write ", path, ": ", e.what(), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
     }
+    return written;
+  } catch (const std::exception& e) {
+    return str_cat("cannot write the flight recorder: ", e.what(), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
   }
-  return written;
 }
 
 }  // namespace ringtorch

@@ -1,13 +1,16 @@
-// The flight recorder: every process group keeps its last N operations (sequence number,
+// The flight recorder: every process group keeps its last N collectives (sequence number,
 // operation, sizes, path, label, times, state), and writes them to a file when something goes
 // wrong, so that a hang or a failure can be read after the fact: which rank stopped where.
-// PyTorch's NCCL flight recorder, for ringtorch's groups.
+// PyTorch's NCCL flight recorder, for ringtorch's groups. send/recv are not recorded (they
+// bypass the ordered queue; their Work names the peer). Calls refused at once because the
+// group broke earlier are counted, not recorded, so they never push the breaking failure out.
 //
 // When a file is written (one per rank, all of the rank's groups in it):
 //   - an operation fails with TimeoutError, PeerLostError or MismatchError (the error's message
 //     then ends with "flight recorder: <file>");
-//   - the process receives SIGUSR1 (when nothing else handles SIGUSR1): a live dump of a rank
-//     that looks stuck, e.g. `kill -USR1 <pid>`, or `kill -USR1 <ringrun's pid>` for every rank;
+//   - the process receives SIGUSR1 (once it has a group with a recorder, and when nothing else
+//     handles SIGUSR1): a live dump of a rank that looks stuck, e.g. `kill -USR1 <pid>`, or
+//     `kill -USR1 <ringrun's pid>` for every rank (ringrun signals only workers that catch it);
 //   - dump_flight_recorders() is called.
 // `ringtrace DIR` reads every rank's file and says which ranks stopped at which operation.
 //
@@ -23,6 +26,8 @@
 //
 // Cost: about 60 ns per operation on this VM (one uncontended lock when queued, atomic stores
 // when started and ended, times from the caller's clock reads); docs/benchmarks.md measures it.
+// The price of the lock-free start and end: an entry reused while its operation is still in
+// flight (more than N operations queued at once) may show that operation's later times.
 //
 // Thread-safety: every method may be called from any thread; queued() and readers take the
 // recorder's mutex, started() and ended() of a success only store atomics. Ownership: the
@@ -60,8 +65,8 @@ const char* flight_state_name(FlightEntry::State state);
 
 class FlightRecorder {
  public:
-  // Registers the recorder for dumps. `process_rank` names the file ("rank<R>.json"): the rank
-  // of the process' whole group (a subgroup takes its parent's).
+  // Registers the recorder for dumps (and SIGUSR1). `process_rank` names the file
+  // ("rank<R>.json"): the rank of the process' whole group (a subgroup passes its parent's).
   static std::shared_ptr<FlightRecorder> create(std::string group, int rank, int size, int process_rank,
                                                 size_t capacity);
   ~FlightRecorder();
@@ -72,14 +77,18 @@ class FlightRecorder {
   static size_t capacity_from_environment();
 
   using Clock = std::chrono::steady_clock;
-  // `at`: when it happened (the caller has read the clock anyway).
-  void queued(uint64_t sequence, Clock::time_point at, const char* op, const std::string& detail, const char* path,
-              const std::string& label, int64_t count, const char* dtype, int64_t bytes);
-  void started(uint64_t sequence, Clock::time_point at);
-  void ended(uint64_t sequence, Clock::time_point at, const char* error);  // null: success
+  using Id = uint64_t;  // the recorder's own number of an entry (never wraps, unlike a sequence)
+  // `at`: when it happened (the caller has read the clock anyway; queued() may take {}: it
+  // starts at once, and its start time is its queue time). `sequence`: the group's number of
+  // the operation, as its Work and error messages show it.
+  Id queued(uint32_t sequence, Clock::time_point at, const char* op, const std::string& detail, const char* path,
+            const std::string& label, int64_t count, const char* dtype, int64_t bytes);
+  void started(Id id, Clock::time_point at);
+  void ended(Id id, Clock::time_point at, const char* error);  // null: success
+  // An operation refused at once because the group had broken (counted only).
+  void refused();
 
   int process_rank() const { return process_rank_; }
-  void set_process_rank(int rank);
   const std::string& group() const { return group_; }
   // The kept entries, oldest first.
   std::vector<FlightEntry> entries() const;
@@ -91,20 +100,21 @@ class FlightRecorder {
   // started() and ended() store without it.
   struct Slot {
     FlightEntry entry;  // sequence .. error: guarded by mutex_ (its times and state unused)
-    std::atomic<uint64_t> sequence{UINT64_MAX};
+    std::atomic<Id> id{UINT64_MAX};
     std::atomic<int64_t> queued_ns{0}, started_ns{0}, ended_ns{0};  // steady clock; 0: not yet
     std::atomic<int> state{0};                                      // FlightEntry::State
   };
   FlightRecorder(std::string group, int rank, int size, int process_rank, size_t capacity);
-  Slot* slot(uint64_t sequence);  // null when the entry was overwritten since
+  Slot* slot(Id id);  // null when the entry was overwritten since
 
   const std::string group_;
   const int rank_, size_;
   const int64_t wall_minus_steady_ns_;  // for dumps: steady clock -> wall clock
-  int process_rank_;                    // guarded by mutex_
+  const int process_rank_;
   mutable std::mutex mutex_;
-  std::vector<Slot> ring_;   // fixed size; slot k holds sequence k mod capacity
-  uint64_t operations_ = 0;  // guarded by mutex_: how many were ever queued
+  std::vector<Slot> ring_;  // fixed size; slot k holds entry id k mod capacity
+  Id next_id_ = 0;          // guarded by mutex_: how many were ever queued
+  uint64_t refused_ = 0;    // guarded by mutex_
 };
 
 // Names the operations the calling thread submits while it lives ("ddp bucket 3, step 17"), in

@@ -76,7 +76,10 @@ nlohmann::json event_array(const Window& w) {
   for (const auto& e : w.events) {
     nlohmann::json event = {{"name", e.name},       {"cat", e.category}, {"ph", "X"},      {"ts", e.start_us},
                             {"dur", e.duration_us}, {"pid", pid},        {"tid", e.thread}};
-    if (!e.args.empty()) event["args"] = nlohmann::json::parse(e.args, nullptr, /*allow_exceptions=*/false);
+    if (!e.args.empty()) {
+      nlohmann::json args = nlohmann::json::parse(e.args, nullptr, /*allow_exceptions=*/false);
+      event["args"] = args.is_discarded() ? nlohmann::json{{"text", e.args}} : std::move(args);  // a caller's bad JSON
+    }
     out.push_back(std::move(event));
   }
   return out;
@@ -87,7 +90,12 @@ struct EnvironmentStart {
     const char* file = std::getenv("RINGTORCH_TIMELINE");
     if (!file || !*file) return;
     window().env_file = file;
-    Timeline::start();
+    try {
+      Timeline::start();
+    } catch (const std::exception& e) {  // a malformed RINGTORCH_TIMELINE_MAX_EVENTS, before main()
+      std::fprintf(stderr, "[ringtorch] %s; the timeline keeps the default window\n", e.what());
+      Timeline::start(kDefaultMaxEvents);
+    }
     std::atexit([] {
       try {
         Timeline::flush();
@@ -193,7 +201,7 @@ std::string Timeline::chrome_trace_json() {
   nlohmann::json trace = {{"traceEvents", event_array(w)},
                           {"displayTimeUnit", "ms"},
                           {"otherData", {{"ringtorch_dropped_events", w.dropped}, {"max_events", w.max_events}}}};
-  return trace.dump();
+  return trace.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 void Timeline::write_file(const std::string& path) { write_file_atomically(path, chrome_trace_json(), "timeline"); }
@@ -205,7 +213,9 @@ void Timeline::flush() {
     std::lock_guard<std::mutex> lock(w.mutex);
     file = w.env_file;
   }
-  if (!file.empty()) write_file(file);
+  // A process that recorded nothing (a tool run with the variable set, a launcher's helper)
+  // leaves the file alone: it may be someone else's.
+  if (!file.empty() && !events().empty()) write_file(file);
 }
 
 void Timeline::release_environment_file() {

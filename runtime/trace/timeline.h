@@ -4,7 +4,8 @@
 //
 // Off unless turned on, and then bounded: the newest `max_events` spans are kept (a rolling
 // window; older ones are dropped and counted), so a long run never grows without limit.
-//   RINGTORCH_TIMELINE=FILE            on from the start; FILE is written at exit (and by flush())
+//   RINGTORCH_TIMELINE=FILE            on from the start; FILE is written at exit (and by flush()),
+//                                      unless the process recorded nothing
 //   RINGTORCH_TIMELINE_MAX_EVENTS=N    the window (default 200000, about 30 MB at most)
 //   Timeline::start()/stop()           the same from the API, for a part of a run
 // ringrun --timeline FILE gives each worker its own part file and merges them into FILE;
@@ -77,7 +78,8 @@ class Timeline {
   // Writes chrome_trace_json() to `path` atomically (a temporary file, then rename). Throws
   // IoError naming the path.
   static void write_file(const std::string& path);
-  // RINGTORCH_TIMELINE's file, if recording started from the environment, now; else nothing.
+  // RINGTORCH_TIMELINE's file, if recording started from the environment and something was
+  // recorded, now; else nothing.
   static void flush();
   // For a launcher, whose RINGTORCH_TIMELINE names the file it merges its workers' parts into:
   // stops recording and never writes that file from this process.

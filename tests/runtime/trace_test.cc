@@ -3,7 +3,9 @@
 // mismatch between thread ranks that dumps every rank's file.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 
 #include "base/error.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/launch/subprocess.h"
 #include "runtime/trace/flight_analysis.h"
 #include "runtime/trace/flight_recorder.h"
 #include "runtime/trace/timeline.h"
@@ -51,8 +54,11 @@ TEST(FlightRecorder, KeepsTheLastNOperationsWithTheirStates) {
   EXPECT_GT(entries[3].started_us, 0);
   EXPECT_EQ(entries[3].ended_us, 0);
   recorder->ended(2, FlightRecorder::Clock::now(), nullptr);  // long overwritten: ignored
+  recorder->refused();
   const json group = json::parse(recorder->to_json());
   EXPECT_EQ(group["operations"], 10);
+  EXPECT_EQ(group["refused_after_break"], 1);
+  EXPECT_EQ(group["process_rank"], 0);
   EXPECT_EQ(group["capacity"], 4);
   EXPECT_EQ(group["entries"].size(), 4u);
   EXPECT_EQ(group["entries"][3]["state"], "started");
@@ -174,6 +180,26 @@ TEST(FlightAnalysis, AFailureAndAMismatchAreSaidAsSuch) {
       << a.summary[0];
 }
 
+TEST(FlightAnalysis, AFailureTheProgramWentOnFromIsNotWhereItStands) {
+  TempDir dir;
+  // A mismatch at #1, caught; #2 and #3 completed after it.
+  write_dump(dir.path(), 0, "SIGUSR1",
+             {entry(0, "completed"), entry(1, "failed", "16 B float32 sum, direct", "mismatch"), entry(2, "completed"),
+              entry(3, "completed")},
+             1);
+  const FlightAnalysis a = analyze_flight_dumps(dir.path());
+  const auto& r = a.groups[0].ranks[0];
+  EXPECT_EQ(r.state, "idle");
+  EXPECT_EQ(r.last_completed, 3);
+  EXPECT_EQ(r.earlier_failures, 1);
+  EXPECT_NE(a.summary[0].find("every rank completed operation #3"), std::string::npos) << a.summary[0];
+  // Files older than a launcher's round are left out.
+  EXPECT_NE(testing::error_of<IoError>([&] {
+              analyze_flight_dumps(dir.path(), /*since_us=*/2);
+            }).find("no flight-recorder file"),
+            std::string::npos);
+}
+
 TEST(FlightAnalysis, RefusesWhatIsNotADumpDirectory) {
   TempDir dir;
   EXPECT_NE(testing::error_of<IoError>([&] { analyze_flight_dumps(dir.path()); }).find("no flight-recorder file"),
@@ -254,8 +280,28 @@ TEST(Timeline, RecordsSpansInABoundedWindowAsAChromeTrace) {
   EXPECT_TRUE(thread_named);
   EXPECT_TRUE(lane_named);
   EXPECT_EQ(trace["otherData"]["ringtorch_dropped_events"], 4);
+  Timeline::start(5);
+  {
+    TimelineSpan bad("step", "train");
+    bad.set_args("{not json");
+  }
+  Timeline::stop();
+  const json again = json::parse(Timeline::chrome_trace_json());  // still valid JSON
+  EXPECT_EQ(again["traceEvents"].back()["args"]["text"], "{not json");
   EXPECT_FALSE(trace["traceEvents"].back().contains("args")) << trace["traceEvents"].back();  // the lane span had none
   Timeline::clear();
+}
+
+TEST(Launcher, AsksOnlyProcessesThatCatchTheSignal) {
+  // SIGUSR2 here: SIGUSR1 is the flight recorder's once a group exists in this test process.
+  EXPECT_FALSE(process_catches_signal(::getpid(), SIGUSR2));
+  struct sigaction action {
+  }, previous{};
+  action.sa_handler = [](int) {};
+  ::sigaction(SIGUSR2, &action, &previous);
+  EXPECT_TRUE(process_catches_signal(::getpid(), SIGUSR2));
+  ::sigaction(SIGUSR2, &previous, nullptr);
+  EXPECT_FALSE(process_catches_signal(999999999, SIGUSR2)) << "no such process";
 }
 
 TEST(Timeline, MergesRanksSortedByTime) {
