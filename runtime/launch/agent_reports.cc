@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -12,25 +11,14 @@
 #include "runtime/launch/launch_agent.h"
 #include "runtime/launch/timeline_parts.h"
 #include "runtime/trace/flight_analysis.h"
+#include "runtime/trace/flight_recorder.h"
 
 namespace ringtorch {
-namespace {
-
-std::string flight_file(const std::string& dir, int rank) { return str_cat(dir, "/rank", rank, ".json"); }
-
-}  // namespace
-
-int64_t LaunchAgent::wall_clock_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-namespace {}  // namespace
 
 void LaunchAgent::remove_stale_reports() const {
   for (int l = 0; l < config_.nproc_per_node; ++l) {
     const int rank = config_.node_rank * config_.nproc_per_node + l;
-    ::unlink(flight_file(placement_.flight_recorder_dir, rank).c_str());
+    ::unlink(flight_recorder_file(placement_.flight_recorder_dir, rank).c_str());
     if (!placement_.timeline.empty()) ::unlink(timeline_part(placement_.timeline, rank).c_str());
   }
 }
@@ -58,10 +46,10 @@ std::vector<int> LaunchAgent::request_flight_dumps() {
 void LaunchAgent::report_flight_recorder() {
   // Every worker still running that can take SIGUSR1 writes its file now, before it is stopped;
   // one that failed in a collective has written its own already (with its reason).
-  const int64_t asked_at = wall_clock_us();
+  const int64_t asked_at = flight_recorder_now_us();
   const std::vector<int> asked = request_flight_dumps();
   auto fresh = [&](int rank) {
-    std::ifstream in(flight_file(placement_.flight_recorder_dir, rank));
+    std::ifstream in(flight_recorder_file(placement_.flight_recorder_dir, rank));
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const size_t at = text.find("\"dumped_us\":");
     return at != std::string::npos && std::strtoll(text.c_str() + at + 12, nullptr, 10) >= asked_at;

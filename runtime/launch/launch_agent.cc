@@ -17,6 +17,7 @@
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store_factory.h"
 #include "runtime/comm/shm/shared_segment.h"
+#include "runtime/trace/flight_recorder.h"
 
 namespace ringtorch {
 namespace {
@@ -111,13 +112,7 @@ void LaunchAgent::settle_run_id() {
   control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id, "/", round), store_);
   // A reused run id gets fresh worker keys too (Note [Join rounds]).
   placement_.run_id = round == 0 ? run_id : str_cat(run_id, ".", round);
-  const char* flight_dir = std::getenv("RINGTORCH_FLIGHT_RECORDER_DIR");
-  const char* tmp = std::getenv("TMPDIR");
-  placement_.flight_recorder_dir =
-      flight_dir && *flight_dir ? flight_dir
-      : !config_.log_dir.empty()
-          ? config_.log_dir + "/flight_recorder"
-          : str_cat(tmp && *tmp ? tmp : "/tmp", "/ringtorch-flight-recorder/", placement_.run_id);
+  placement_.flight_recorder_dir = flight_recorder_directory(placement_.run_id, config_.log_dir);
   const char* timeline = std::getenv("RINGTORCH_TIMELINE");
   placement_.timeline = !config_.timeline.empty() ? config_.timeline : timeline && *timeline ? timeline : "";
 }
@@ -139,7 +134,7 @@ void LaunchAgent::start_workers(int restart) {
   }
   for (auto* f : logs_) std::fprintf(f, "== ringrun: run %s, restart %d ==\n", placement_.run_id.c_str(), restart);
   remove_stale_reports();
-  round_started_us_ = wall_clock_us();
+  round_started_us_ = flight_recorder_now_us();
   workers_.clear();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
     const int rank = config_.node_rank * config_.nproc_per_node + l;

@@ -67,7 +67,6 @@ class LaunchAgent {
   // This node's ranks' flight-recorder files and timeline parts from an earlier round or run.
   void remove_stale_reports() const;
   void merge_timeline() const;
-  static int64_t wall_clock_us();
   void start_workers(int restart);
   Outcome monitor(int restart, Failure* failure, std::string* remote_reason);
   Outcome wait_for_other_nodes(int restart, std::string* remote_reason);

@@ -252,13 +252,23 @@ ScopedOperationLabel::ScopedOperationLabel(std::string label) : previous_(std::m
 ScopedOperationLabel::~ScopedOperationLabel() { t_operation_label = std::move(previous_); }
 const std::string& ScopedOperationLabel::current() { return t_operation_label; }
 
-std::string flight_recorder_directory() {
+std::string flight_recorder_directory(const std::string& run_id, const std::string& log_dir) {
   if (const char* dir = std::getenv("RINGTORCH_FLIGHT_RECORDER_DIR"); dir && *dir) return dir;
+  if (!log_dir.empty()) return log_dir + "/flight_recorder";
   const char* tmp = std::getenv("TMPDIR");
-  const char* run = std::getenv("RINGTORCH_RUN_ID");
-  return str_cat(tmp && *tmp ? tmp : "/tmp", "/ringtorch-flight-recorder/",
-                 run && *run ? std::string(run) : str_cat("pid-", ::getpid()));
+  return str_cat(tmp && *tmp ? tmp : "/tmp", "/ringtorch-flight-recorder/", run_id);
 }
+
+std::string flight_recorder_directory() {
+  const char* run = std::getenv("RINGTORCH_RUN_ID");
+  return flight_recorder_directory(run && *run ? std::string(run) : str_cat("pid-", ::getpid()), "");
+}
+
+std::string flight_recorder_file(const std::string& directory, int rank) {
+  return str_cat(directory, "/rank", rank, ".json");
+}
+
+int64_t flight_recorder_now_us() { return wall_us(); }
 
 std::string dump_flight_recorders(const std::string& reason) {
   // One dump at a time: a later dump then both sees a later state and renames its files later
@@ -295,7 +305,7 @@ std::string dump_flight_recorders(const std::string& reason) {
                              {"dumped_us", wall_us()},
                              {"groups", nlohmann::json::array()}};
       for (const auto& recorder : recorders) file["groups"].push_back(nlohmann::json::parse(recorder->to_json()));
-      const std::string path = str_cat(directory, "/rank", rank, ".json");
+      const std::string path = flight_recorder_file(directory, rank);
       write_file_atomically(path, file.dump(1, ' ', false, nlohmann::json::error_handler_t::replace),
                             "flight recorder");
       written += (written.empty() ? "" : ", ") + path;

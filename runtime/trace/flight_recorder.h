@@ -136,6 +136,13 @@ class ScopedOperationLabel {
 // Where dumps go: RINGTORCH_FLIGHT_RECORDER_DIR, else $TMPDIR (or /tmp)/ringtorch-flight-recorder/
 // <RINGTORCH_RUN_ID, or pid-<pid>>.
 std::string flight_recorder_directory();
+// The same rule for a launcher, which knows its workers' run id (and may have a log directory,
+// empty: none, which wins over the default).
+std::string flight_recorder_directory(const std::string& run_id, const std::string& log_dir);
+// The file of process rank `rank` in `directory`: "<directory>/rank<R>.json".
+std::string flight_recorder_file(const std::string& directory, int rank);
+// Wall clock, microseconds since the epoch: the time base of dumps (dumped_us and entry times).
+int64_t flight_recorder_now_us();
 // Writes one file per process rank with every live recorder of this process; returns the
 // paths written, comma-separated ("" when there is no recorder). Never throws: a failure to
 // write is returned as "cannot write ...: <why>".
