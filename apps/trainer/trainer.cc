@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "apps/plot/run_plot.h"
+#include "apps/trainer/blas_threads.h"
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/rank_report.h"
@@ -183,7 +184,10 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   validate(o);
   if (!o.timeline_path.empty()) Timeline::start();
   if (Timeline::enabled()) Timeline::name_this_thread("training loop");
-  if (o.threads > 0) torch::set_num_threads(o.threads);
+  if (o.threads > 0) {
+    torch::set_num_threads(o.threads);
+    set_blas_threads(o.threads);  // OpenBLAS keeps its own pool (blas_threads.h)
+  }
   const int rank = group.rank(), world = group.size();
   // Every rank reads the whole set once; batches are gathered by the sampler's indices.
   const ImageDataset train_set = load_dataset(o.dataset, o.data_dir, /*train=*/true);
