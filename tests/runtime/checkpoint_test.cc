@@ -20,6 +20,7 @@
 
 #include "base/error.h"
 #include "runtime/training/pickle_check.h"
+#include "runtime/training/state_broadcast.h"
 #include "support/test_paths.h"
 #include "support/thread_ranks.h"
 
@@ -102,6 +103,32 @@ TEST(Checkpoint, RestoresModelOptimizerProgressAndRng) {
   ASSERT_EQ(checkpoints.list().size(), 1u);
   EXPECT_NE(checkpoints.list()[0].find("checkpoint-0000000120.pt"), std::string::npos);
   EXPECT_TRUE(fs::exists(checkpoints.list()[0] + ".crc32"));
+}
+
+// broadcast_training_state: a checkpoint sent through the group. Rank 1 trained differently
+// (another seed, more steps); after the broadcast from rank 0 its weights, buffers and momentum
+// are rank 0's, bit for bit, so the next step gives both ranks the same weights.
+TEST(StateBroadcast, GivesEveryRankTheRootsWeightsAndOptimizerState) {
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    Net net;
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    for (int i = 0; i <= group.rank(); ++i) train_step(net, sgd);
+    net->named_buffers()["steps"].fill_(group.rank() + 1);
+    const at::Tensor before = flat(*net);
+    broadcast_training_state(group, /*root=*/0, *net, &sgd, std::chrono::milliseconds(20000));
+    at::Tensor all = at::empty({2, before.numel()});
+    group.allgather(flat(*net).contiguous(), all);
+    EXPECT_TRUE(at::equal(all[0], all[1]));
+    if (group.rank() == 0) {
+      EXPECT_TRUE(at::equal(flat(*net), before));  // the root keeps its own
+    }
+    // The momentum came along: one more identical step keeps the ranks equal.
+    sgd.zero_grad();
+    net->forward(at::ones({4, 8})).pow(2).sum().backward();
+    sgd.step();
+    group.allgather(flat(*net).contiguous(), all);
+    EXPECT_TRUE(at::equal(all[0], all[1]));
+  });
 }
 
 TEST(Checkpoint, NextStepAfterResumeMatchesUninterruptedTraining) {
