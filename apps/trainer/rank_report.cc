@@ -46,16 +46,21 @@ std::string format_rank_table(const std::string& title, const std::vector<RankTi
                   ranks[r].wait_seconds);
     text += line;
   }
-  if (ranks.size() > 1) {
-    // The slowest rank is the one that computes longest per sample; the others wait for it.
-    auto per_sample = [](const RankTimes& t) { return t.samples > 0 ? t.compute_seconds / t.samples : 0.0; };
-    size_t slowest = 0, fastest = 0;
-    for (size_t r = 1; r < ranks.size(); ++r) {
+  // The slowest rank is the one that computes longest per sample; the others wait for it. Ranks
+  // that trained nothing (sitting out, --balance auto) are not compared.
+  auto per_sample = [](const RankTimes& t) { return t.compute_seconds / static_cast<double>(t.samples); };
+  std::vector<size_t> trained;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].samples > 0) trained.push_back(r);
+  }
+  if (trained.size() > 1) {
+    size_t slowest = trained[0], fastest = trained[0];
+    for (size_t r : trained) {
       if (per_sample(ranks[r]) > per_sample(ranks[slowest])) slowest = r;
       if (per_sample(ranks[r]) < per_sample(ranks[fastest])) fastest = r;
     }
     double most_waited = 0;
-    for (size_t r = 0; r < ranks.size(); ++r) {
+    for (size_t r : trained) {
       if (r != slowest) most_waited = std::max(most_waited, ranks[r].wait_seconds);
     }
     const double ratio = per_sample(ranks[fastest]) > 0 ? per_sample(ranks[slowest]) / per_sample(ranks[fastest]) : 1;

@@ -29,6 +29,7 @@
 #include "runtime/training/checkpoint.h"
 #include "runtime/training/data_parallel.h"
 #include "runtime/training/distributed_data_parallel.h"
+#include "runtime/training/state_broadcast.h"
 
 namespace ringtorch {
 namespace {
@@ -145,9 +146,6 @@ void validate(const TrainerOptions& o) {
     if (std::all_of(weights.begin(), weights.end(), [](double w) { return w == 0; })) {
       bad("--balance", o.balance, "every rank's weight is 0");
     }
-    for (double w : weights) {
-      if (w == 0) bad("--balance", o.balance, "a rank of weight 0 would have nothing to train on; leave it out");
-    }
   }
   if (o.global_batch < 0) bad("--global-batch", std::to_string(o.global_batch), "must be at least 1");
   if (o.global_batch > 0 && o.balance == "equal")
@@ -206,9 +204,12 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
   const std::shared_ptr<ProcessGroup> borrowed(&group, [](ProcessGroup*) {});
   DdpOptions ddp_options;
   ddp_options.uneven_inputs = o.balance != "equal";  // Note [Uneven inputs]: the weighted average
-  std::unique_ptr<DistributedDataParallel> ddp =
-      model.replicas ? std::make_unique<DistributedDataParallel>(*model.replicas, borrowed, ddp_options)
-                     : std::make_unique<DistributedDataParallel>(model.single, borrowed, ddp_options);
+  auto make_ddp = [&](const std::shared_ptr<ProcessGroup>& training_group) {
+    return model.replicas ? std::make_unique<DistributedDataParallel>(*model.replicas, training_group, ddp_options)
+                          : std::make_unique<DistributedDataParallel>(model.single, training_group, ddp_options);
+  };
+  // Null on a rank that sits out (--balance auto): the others then train in a subgroup.
+  std::unique_ptr<DistributedDataParallel> ddp = make_ddp(borrowed);
   auto optimizer = make_optimizer(o, model.module());
 
   TrainingProgress progress;
@@ -250,11 +251,33 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     weighted_sampler->set_split(balancer->split());
     if (rank == 0) std::printf("[ringtorch] balance: %s\n", balancer->describe().c_str());
   }
+  // When a rank sits out (weight 0, or benched by --balance auto), the others train in a
+  // subgroup of their own, so that no step waits for it (the old DDP's hooks stay registered
+  // but inert). A collective of the whole group.
+  auto train_without_ranks_sitting_out = [&] {
+    ddp.reset();
+    std::shared_ptr<ProcessGroup> training_group = group.new_group(balancer->training_ranks());
+    if (!balancer->sits_out(rank)) ddp = make_ddp(training_group);
+  };
+  if (balancer && balancer->anyone_sits_out()) train_without_ranks_sitting_out();
   auto rebalance = [&] {
+    const size_t training_before = balancer->training_ranks().size();
     if (balancer->rebalance(group)) {
       weighted_sampler->set_split(balancer->split());
       if (rank == 0) std::printf("[ringtorch] balance: %s\n", balancer->describe().c_str());
+      if (balancer->training_ranks().size() != training_before) train_without_ranks_sitting_out();
     }
+  };
+  // At an epoch end, ranks that sat out take the state the others trained; they arrive long
+  // before the others, so their first wait is bounded by the epoch's expected length instead.
+  auto give_state_to_ranks_sitting_out = [&](int64_t steps_in_epoch) {
+    TimelineSpan span("state to ranks sitting out", "train");
+    ProcessGroup::Timeout first_wait;
+    if (balancer->sits_out(rank)) {
+      const double expected = 2.0 * static_cast<double>(steps_in_epoch) * balancer->last_step_seconds();
+      first_wait = group.timeout() + std::chrono::milliseconds(static_cast<int64_t>(expected * 1e3));
+    }
+    broadcast_training_state(group, balancer->training_ranks().front(), model.module(), optimizer.get(), first_wait);
   };
   TrainingReport report;
   report.world_size = world;
@@ -297,6 +320,13 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     int64_t batches = 0, samples_done = samples_before, my_samples = 0;
     reporter.begin_epoch(epoch, o.epochs, epoch_samples);
     for (int64_t step = 0; step < steps; ++step) {
+      if (!ddp) {  // this rank sits out: count the step, as every rank does
+        balancer->record_step(0, 0, 0);
+        ++steps_run;
+        ++progress.step;  // the job's optimizer steps, for checkpoints
+        samples_done = (step + 1) * weighted_sampler->global_batch();
+        continue;
+      }
       const std::vector<int64_t> chunk = step_indices(step);
       TimelineSpan step_span("step", "train");
       if (Timeline::enabled()) {
@@ -351,7 +381,14 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       reporter.update(samples_done, batches, batch_loss);
     }
     reporter.end_epoch();
-    const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    // The epoch's training time: until its last step, which for a rank that sits out is when the
+    // others hand over their state (an epoch-end cost for those, like evaluation).
+    auto training_end = Clock::now();
+    if (balancer && balancer->anyone_sits_out()) {
+      give_state_to_ranks_sitting_out(steps);
+      if (!ddp) training_end = Clock::now();
+    }
+    const double seconds = std::chrono::duration<double>(training_end - epoch_start).count();
     epoch_times.loop_seconds = seconds;
     epoch_times.samples = my_samples;
     run_times += epoch_times;

@@ -38,6 +38,9 @@ BatchBalancer::BatchBalancer(ProcessGroup& group, int64_t global_batch, std::vec
         str_cat("balance: ", weights_.size(), " weights for ", group.size(), " ranks; give one weight per rank"));
   }
   split_ = split_global_batch(global_batch_, weights_);
+  for (double w : weights_) sitting_out_.push_back(w == 0);
+  previous_compute_.assign(weights_.size(), 0);
+  previous_samples_.assign(weights_.size(), 0);
   probe_size_ = automatic_ ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
   at::Tensor mine = at::tensor(
       {device.is_cuda() ? int64_t{1} : int64_t{0}, int64_t{device.has_index() ? device.index() : 0}}, at::kLong);
@@ -58,7 +61,75 @@ void BatchBalancer::record_step(double compute_seconds, double step_seconds, int
 
 bool BatchBalancer::due_after_step(int64_t steps_run) const {
   const int64_t measured = steps_run - settings_.warmup_steps;
-  return automatic_ && !settled() && measured > 0 && measured % settings_.interval == 0;
+  return automatic_ && !settled() && !anyone_sits_out() && measured > 0 && measured % settings_.interval == 0;
+}
+
+std::vector<int> BatchBalancer::training_ranks() const {
+  std::vector<int> ranks;
+  for (size_t r = 0; r < sitting_out_.size(); ++r) {
+    if (!sitting_out_[r]) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
+}
+
+bool BatchBalancer::anyone_sits_out() const {
+  return std::find(sitting_out_.begin(), sitting_out_.end(), true) != sitting_out_.end();
+}
+
+bool BatchBalancer::consider_sitting_out(const std::vector<double>& compute, const std::vector<double>& samples,
+                                         double balanced_throughput) {
+  const std::vector<int> training = training_ranks();
+  if (settings_.sit_out_margin <= 0 || training.size() < 2) return false;
+  // What the others would train without rank `excluded`, split by their speed: the sum of their
+  // measured rates (samples per second of compute; linear in the batch, so their own fixed
+  // costs make it an underestimate, which errs toward keeping the rank).
+  auto others_rate = [&](int excluded) {
+    double rate = 0;
+    for (int q : training) {
+      if (q != excluded) rate += samples[q] / compute[q];
+    }
+    return rate;
+  };
+  int bench = -1;
+  double best = 0;  // how many times faster the others would be without `bench`, by its test
+  char why[160] = "";
+  for (int r : training) {
+    const double others = others_rate(r);
+    // (a) Its step at one sample, from the fit through this decision's and the last one's
+    // points, against the others' time for all B.
+    const double db = samples[r] - previous_samples_[r];
+    if (previous_samples_[r] > 0 && std::abs(db) >= 1) {
+      const double per_sample = std::max(0.0, (compute[r] - previous_compute_[r]) / db);
+      const double minimum = std::max(0.0, compute[r] - per_sample * samples[r]) + per_sample;
+      const double others_step = static_cast<double>(global_batch_) / others;
+      if (minimum > settings_.sit_out_margin * others_step && minimum / others_step > best) {
+        bench = r;
+        best = minimum / others_step;
+        std::snprintf(why, sizeof(why), "its step takes %.1f ms even at 1 sample, the others %.1f ms for all %lld",
+                      minimum * 1e3, others_step * 1e3, static_cast<long long>(global_batch_));
+      }
+    }
+    // (b) At a split that follows measured speed: the others alone against the job's measured
+    // throughput with it (it costs the others more waiting than its samples are worth).
+    if (balanced_throughput > 0 && others > (1 + settings_.sit_out_gain) * balanced_throughput &&
+        others / balanced_throughput > best) {
+      bench = r;
+      best = others / balanced_throughput;
+      std::snprintf(why, sizeof(why), "the others alone would train %.0f samples/s, the job with it %.0f", others,
+                    balanced_throughput);
+    }
+  }
+  if (bench < 0) return false;
+  sitting_out_[static_cast<size_t>(bench)] = true;
+  weights_[static_cast<size_t>(bench)] = 0;
+  split_ = split_global_batch(global_batch_, weights_);
+  // The others start over: the model all the way, then probes among them.
+  model_steps_ = 0;
+  model_content_ = probing_ = tried_other_direction_ = kept_at_this_size_ = false;
+  probe_direction_ = 1;
+  probe_size_ = training.size() > 2 ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
+  sit_out_reason_ = str_cat("; rank ", bench, " sits out: ", why);
+  return true;
 }
 
 bool BatchBalancer::apply(const std::vector<int64_t>& split) {
@@ -74,7 +145,9 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   // Too few steps measured since the last decision to judge: keep measuring. Every rank counts
   // the same steps, so every rank skips the all-gather together.
   if (!automatic_ || steps_measured_ < settings_.interval) return false;
+  const auto steps = static_cast<double>(steps_measured_);
   steps_measured_ = 0;
+  sit_out_reason_.clear();
   const int world = group.size();
   // Compute seconds, step seconds and samples of every rank, in one all-gather.
   at::Tensor mine = at::tensor({compute_seconds_, step_seconds_, static_cast<double>(samples_)}, at::kDouble);
@@ -83,18 +156,36 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   compute_seconds_ = step_seconds_ = 0;
   samples_ = 0;
   const double* v = all.data_ptr<double>();
-  std::vector<double> seconds_per_sample, waited;
+  // Per rank (those that sit out keep 0): compute seconds per sample, and per-step means.
+  std::vector<double> seconds_per_sample(static_cast<size_t>(world), 0), compute(seconds_per_sample),
+      samples_per_step(seconds_per_sample);
+  const std::vector<int> training = training_ranks();
   double samples = 0, step_seconds = 0;
-  for (int r = 0; r < world; ++r) {
+  for (int r : training) {
     if (v[3 * r + 2] <= 0 || v[3 * r] <= 0) return false;  // a rank measured nothing: keep the split
-    seconds_per_sample.push_back(v[3 * r] / v[3 * r + 2]);
-    waited.push_back(v[3 * r + 1] - v[3 * r]);
+    seconds_per_sample[r] = v[3 * r] / v[3 * r + 2];
+    compute[r] = v[3 * r] / steps;
+    samples_per_step[r] = v[3 * r + 2] / steps;
     samples += v[3 * r + 2];
     step_seconds = std::max(step_seconds, v[3 * r + 1]);
   }
+  last_step_seconds_ = step_seconds / steps;
   const double throughput = samples / step_seconds;
-  const auto [fastest, slowest] = std::minmax_element(seconds_per_sample.begin(), seconds_per_sample.end());
-  measured_ratio_ = *slowest / *fastest;
+  size_t fastest = static_cast<size_t>(training.front()), slowest = fastest;
+  for (int r : training) {
+    if (seconds_per_sample[r] < seconds_per_sample[fastest]) fastest = static_cast<size_t>(r);
+    if (seconds_per_sample[r] > seconds_per_sample[slowest]) slowest = static_cast<size_t>(r);
+  }
+  measured_ratio_ = seconds_per_sample[slowest] / seconds_per_sample[fastest];
+  // 3. first: a rank that only slows the job sits out, whatever was on trial. The throughput
+  // test (b) waits for a split that follows the measured speeds (the model content: this
+  // interval ran on its split or on a probe from it; a probe's own is the better of the two).
+  const double balanced = !model_content_ ? 0 : probing_ ? std::max(throughput, throughput_before_probe_) : throughput;
+  const bool benched = consider_sitting_out(compute, samples_per_step, balanced);
+  previous_compute_ = compute;
+  previous_samples_ = samples_per_step;
+  if (benched) return true;
+  if (training.size() < 2) return false;
 
   if (probing_) {  // the last decision was a probe: keep it if it paid
     probing_ = false;
@@ -116,7 +207,14 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   }
   // 1. Model: until it is content; once settled, again at each call (an epoch end), for drift.
   if (!model_content_ || settled()) {
-    const std::vector<double> weights = next_weights(weights_, seconds_per_sample, model_steps_++ == 0, settings_);
+    std::vector<double> current, measured;  // of the ranks that train
+    for (int r : training) {
+      current.push_back(weights_[r]);
+      measured.push_back(seconds_per_sample[r]);
+    }
+    const std::vector<double> moved_weights = next_weights(current, measured, model_steps_++ == 0, settings_);
+    std::vector<double> weights(weights_.size(), 0.0);
+    for (size_t i = 0; i < training.size(); ++i) weights[training[i]] = moved_weights[i];
     const std::vector<int64_t> split = split_global_batch(global_batch_, weights);
     const int64_t threshold = std::max<int64_t>(1, std::llround(settings_.min_change * global_batch_));
     bool moved = false;
@@ -132,9 +230,8 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   }
   // 2. Probe: a few samples from the rank slowest per sample to the fastest (direction +1), or
   // back the other way (-1) after that did not pay.
-  if (settled() || world < 2) return false;
-  auto from = static_cast<size_t>(slowest - seconds_per_sample.begin());
-  auto to = static_cast<size_t>(fastest - seconds_per_sample.begin());
+  if (settled()) return false;
+  size_t from = slowest, to = fastest;
   if (probe_direction_ < 0) std::swap(from, to);
   const int64_t size = std::min(probe_size_, split_[from] - 1);
   if (from == to || size < 1) {
@@ -153,12 +250,13 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
 std::string BatchBalancer::describe() const {
   std::string text;
   for (size_t r = 0; r < split_.size(); ++r) {
-    text += str_cat(r ? ", " : "", "rank ", r, " ", devices_[r], " ", split_[r], "/", global_batch_);
+    text += str_cat(r ? ", " : "", "rank ", r, " ", devices_[r], " ");
+    text += sitting_out_[r] ? std::string("sits out") : str_cat(split_[r], "/", global_batch_);
   }
   if (measured_ratio_ > 0) {
     char ratio[32];
     std::snprintf(ratio, sizeof(ratio), "%.1f", measured_ratio_);
-    text += str_cat(" (measured ", ratio, "x)");
+    text += str_cat(" (measured ", ratio, "x", sit_out_reason_, ")");
   }
   return text;
 }

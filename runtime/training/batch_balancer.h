@@ -21,8 +21,21 @@
 //     alone is blind to costs that depend on the split other than compute: a rank limited by
 //     a CPU quota (a container) that runs out of it inside the collectives makes every rank
 //     wait, the longer the more samples it takes.
+//  3. Sit out: a rank can slow the job more than its samples are worth: every step waits for
+//     its fixed per-step work (the forward and backward over all the weights, the optimizer,
+//     its part of the collectives), and a rank held to a CPU quota stalls the others inside
+//     every collective. It sits out for the rest of the run (weight 0; it cannot be measured
+//     while it sits out) when either (a) from two decisions at different shares, its step
+//     compute fitted as fixed + per-sample * b exceeds at b = 1 `sit_out_margin` times the
+//     others' time for all B samples (at their measured compute per sample), or (b) at a split
+//     that follows the measured speeds (the model content), the others' summed rates
+//     (samples per second of compute) exceed the job's measured throughput by more than
+//     `sit_out_gain`. One rank per decision, the one whose test says the others gain most. The
+//     trainer then trains the others in a subgroup and gives the rank that sits out their state
+//     at each epoch end (state_broadcast.h). At least one rank always trains.
 // Decisions come every `interval` steps after the warm-up until settled (due_after_step), and
-// at every epoch end (the trainer's call), where a model move wakes the probing up again.
+// at every epoch end (the trainer's call), where a model move wakes the probing up again. Once
+// a rank sits out, only the epoch-end calls remain (that rank does not wait inside an epoch).
 //
 // Example (given: ringtorch::ProcessGroup& group, int64_t steps, const std::function<double(int64_t)>& train_step):
 //   ringtorch::BatchBalancer balancer(group, 64, std::vector<double>(group.size(), 1.0), /*automatic=*/true,
@@ -49,13 +62,15 @@
 namespace ringtorch {
 
 struct BalanceSettings {
-  int warmup_steps = 5;      // steps not measured at the start (allocation, caches)
-  int interval = 40;         // measured steps between decisions until settled
-  double smoothing = 0.5;    // share of the way to the measured weights, after the first call
-  double max_factor = 4;     // a weight changes at most by this factor per call
-  double min_change = 0.02;  // of B: smaller model moves of every rank's batch are not made
-  double probe = 0.08;       // of B: the first probe's size
-  double probe_gain = 0.03;  // a probe is kept when throughput rises by more than this share
+  int warmup_steps = 5;          // steps not measured at the start (allocation, caches)
+  int interval = 40;             // measured steps between decisions until settled
+  double smoothing = 0.5;        // share of the way to the measured weights, after the first call
+  double max_factor = 4;         // a weight changes at most by this factor per call
+  double min_change = 0.02;      // of B: smaller model moves of every rank's batch are not made
+  double probe = 0.08;           // of B: the first probe's size
+  double probe_gain = 0.03;      // a probe is kept when throughput rises by more than this share
+  double sit_out_margin = 1.25;  // see 3. (a); 0 turns sitting out off
+  double sit_out_gain = 0.10;    // see 3. (b)
 };
 
 // The weights after one model step (pure): from `current` toward 1 / seconds_per_sample.
@@ -76,11 +91,22 @@ class BatchBalancer {
   const std::vector<double>& weights() const { return weights_; }
   bool automatic() const { return automatic_; }
   bool settled() const { return probe_size_ == 0; }
+  // Whether rank `rank` sits out (3., or given weight 0), and the ranks that train, in
+  // increasing order.
+  bool sits_out(int rank) const { return sitting_out_[static_cast<size_t>(rank)]; }
+  std::vector<int> training_ranks() const;
+  bool anyone_sits_out() const;
+  // The slowest rank's mean step wall seconds over the last decision's interval (0 before one):
+  // how long a rank that sits out may expect each step of the others to take, at most.
+  double last_step_seconds() const { return last_step_seconds_; }
 
   // Local: one training step's compute seconds (waits excluded) and wall seconds, on `samples`.
+  // A rank that sits out records (0, 0, 0) for each step the others train, so that every rank
+  // counts the same steps.
   void record_step(double compute_seconds, double step_seconds, int64_t samples);
   // Whether to call rebalance() after the run's `steps_run`-th step: every `interval` steps
-  // after the warm-up until settled. The same on every rank (it counts steps only).
+  // after the warm-up until settled, none while a rank sits out. The same on every rank (it
+  // counts steps only).
   bool due_after_step(int64_t steps_run) const;
   // Collective (see above), except when fewer than `interval` steps were measured since the
   // last decision: then it returns false at once on every rank and keeps measuring. Returns
@@ -88,11 +114,18 @@ class BatchBalancer {
   bool rebalance(ProcessGroup& group);
 
   // "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.1x)": the split, and after a rebalance the
-  // compute speed of the fastest rank over the slowest's.
+  // compute speed of the fastest rank over the slowest's; a rank that sits out shows as "sits
+  // out", and the decision that benched it adds why ("; rank 1 sits out: ...").
   std::string describe() const;
 
  private:
   bool apply(const std::vector<int64_t>& split);
+  // 3.: benches one rank when the fit says so; `compute`/`samples`: this interval's per-step
+  // means per rank. Returns whether it did.
+  // `balanced_throughput`: the job's samples per second at a split that follows the measured
+  // speeds (0: not yet at one; only test (a) then).
+  bool consider_sitting_out(const std::vector<double>& compute, const std::vector<double>& samples,
+                            double balanced_throughput);
 
   const int64_t global_batch_;
   const bool automatic_;
@@ -114,6 +147,11 @@ class BatchBalancer {
   int64_t steps_measured_ = 0;                     // since the last decision, after the warm-up
   double compute_seconds_ = 0, step_seconds_ = 0;  // since the last rebalance, after the warm-up
   int64_t samples_ = 0;
+  std::vector<bool> sitting_out_;         // per rank
+  std::vector<double> previous_compute_;  // per rank: the last interval's mean step compute...
+  std::vector<double> previous_samples_;  // ...and samples per step (0: none yet)
+  double last_step_seconds_ = 0;
+  std::string sit_out_reason_;  // for describe(), after the decision that made it
 };
 
 }  // namespace ringtorch

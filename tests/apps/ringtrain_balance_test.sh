@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ringtrain --balance on the real Fashion-MNIST under ringrun (2 ranks): given weights 3:1 split
 # the global batch 96/32 with identical ranks and the seeds' accuracy; --balance auto runs and
-# reports its split; a checkpoint taken with one split resumes with another; bad input exits
+# reports its split; a checkpoint taken with one split resumes with another; a rank of weight 0
+# sits out and ends with the others' weights; bad input exits
 # non-zero with a message naming the problem. (Whether auto follows real speed differences is
 # measured by bench/compare_hetero, not asserted here: tests never assert on time.)
 set -euo pipefail
@@ -36,13 +37,31 @@ grep -q "\[ringtorch\] balance: rank 0 cpu 64/128, rank 1 cpu 64/128$" <<<"$out"
   /usr/bin/python3 -c 'import json,sys; r=json.loads(sys.argv[1]); assert r["balance"]=="auto" and sum(r["split"])==128, r' \
     "$(json_of "$out")" || { echo "$out"; echo "FAILED: --balance auto"; exit 1; }
 
+# A rank of weight 0 sits out: rank 0 trains alone in a subgroup and hands its state to rank 1
+# at each epoch end, so the run equals one rank training on the whole global batch, bit for
+# bit, and both ranks finish with those weights (one thread each: the same sums in the same order).
+out=$(run --model mlp --epochs 2 --threads 1 --balance 1:0 --max-train-samples 12800 --checkpoint-dir "$dir/sit") ||
+  { echo "$out"; exit 1; }
+grep -q "\[ringtorch\] balance: rank 0 cpu 128/128, rank 1 cpu sits out$" <<<"$out" ||
+  { echo "$out"; echo "FAILED: no sit-out line"; exit 1; }
+alone=$("$ringrun" --standalone --nproc_per_node 1 --use_env "$ringtrain" --progress off --model mlp --epochs 2 \
+  --threads 1 --balance 1 --global-batch 128 --max-train-samples 12800 2>&1) || { echo "$alone"; exit 1; }
+/usr/bin/python3 - "$(json_of "$out")" "$(json_of "$alone")" <<'PY' || { echo "$out"; echo "FAILED: --balance 1:0"; exit 1; }
+import json, sys
+two, one = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert two["split"] == [128, 0] and two["ranks"][1]["samples"] == 0, two
+c = two["parameter_checksums"]
+assert c[0] == c[1] == one["parameter_checksums"][0], (c, one["parameter_checksums"])
+assert two["test_accuracy"] == one["test_accuracy"], (two, one)
+print("--balance 1:0: rank 1 sat out; both ranks equal one rank alone (checksum %r)" % c[0])
+PY
+
 expect_error() {
   local expected=$1; shift
   if out=$(run --model mlp --epochs 1 --max-train-samples 256 "$@"); then echo "FAILED: accepted $*"; exit 1; fi
   grep -q -- "$expected" <<<"$out" || { echo "$out"; echo "FAILED: '$*' does not say '$expected'"; exit 1; }
 }
 expect_error "every rank's weight is 0" --balance 0:0
-expect_error "a rank of weight 0 would have nothing to train on" --balance 1:0
 expect_error "gives 3 weights for 2 ranks" --balance 3:1:1
 expect_error "a global batch of 1 cannot give each of the 2 ranks" --balance auto --global-batch 1
 expect_error "needs --balance auto or weights" --global-batch 64

@@ -75,6 +75,61 @@ TEST(BatchBalancer, RanksAgreeOnTheSplitOfTheirMeasuredSpeeds) {
   });
 }
 
+// Three kinds of rank 1 next to a rank 0 that computes 0.1 ms per sample:
+//  - slower per sample (0.4 ms) and nothing else: balanced, it stays;
+//  - a weak machine paying 50 ms per step whatever its share (its fixed work: the forward and
+//    backward over every weight, the optimizer): no share makes a step shorter than 50 ms,
+//    while rank 0 alone needs ~7 ms for all 64; the fit through two decisions says so (a);
+//  - slower per sample and stalling everyone inside the collectives (a CPU quota running out
+//    there: every step takes 20 ms of wall time): at the balanced split the job trains 3200
+//    samples/s, rank 0 alone would train 10000 (b).
+TEST(BatchBalancer, ARankThatOnlySlowsTheJobSitsOut) {
+  enum class Kind { kSlower, kFixedCost, kStalling };
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    BalanceSettings settings;
+    settings.warmup_steps = 0;
+    settings.interval = 4;
+    for (const Kind kind : {Kind::kSlower, Kind::kFixedCost, Kind::kStalling}) {
+      BatchBalancer balancer(group, 64, {1, 1}, /*automatic=*/true, c10::Device(c10::kCPU), settings);
+      auto compute = [&](int64_t samples) {
+        const double b = static_cast<double>(samples);
+        if (group.rank() == 0) return 0.0001 * b;
+        return kind == Kind::kFixedCost ? 0.050 + 0.0001 * b : 0.0004 * b;
+      };
+      auto window = [&] {
+        for (int i = 0; i < 4; ++i) {
+          const int64_t mine = balancer.sits_out(group.rank()) ? 0 : balancer.split()[group.rank()];
+          const double wall = kind == Kind::kStalling && !balancer.anyone_sits_out() ? 0.020 : compute(mine);
+          balancer.record_step(compute(mine), wall, mine);
+        }
+      };
+      window();
+      EXPECT_TRUE(balancer.rebalance(group));  // the model: one point per rank, no fit yet
+      EXPECT_FALSE(balancer.anyone_sits_out());
+      for (int decision = 0; decision < 4 && !balancer.anyone_sits_out(); ++decision) {
+        window();
+        balancer.rebalance(group);
+      }
+      EXPECT_EQ(balancer.anyone_sits_out(), kind != Kind::kSlower) << balancer.describe();
+      if (kind == Kind::kSlower) continue;
+      EXPECT_TRUE(balancer.sits_out(1));
+      EXPECT_EQ(balancer.training_ranks(), std::vector<int>{0});
+      EXPECT_EQ(balancer.split(), (std::vector<int64_t>{64, 0}));
+      const std::string text = balancer.describe();
+      EXPECT_EQ(text.rfind("rank 0 cpu 64/64, rank 1 cpu sits out (measured ", 0), 0u) << text;
+      const char* why = kind == Kind::kFixedCost ? "; rank 1 sits out: its step takes 50."
+                                                 : "; rank 1 sits out: the others alone would train 10000 samples/s, "
+                                                   "the job with it 3200)";
+      EXPECT_NE(text.find(why), std::string::npos) << text;
+      // From now on decisions come at epoch ends only, and one training rank has nothing to split.
+      EXPECT_FALSE(balancer.due_after_step(24));
+      window();
+      EXPECT_FALSE(balancer.rebalance(group));
+      EXPECT_EQ(balancer.split(), (std::vector<int64_t>{64, 0}));
+    }
+  });
+}
+
 TEST(BatchBalancer, FixedWeightsStayAndWrongCountsAreRefused) {
   testing::on_thread_ranks(2, [](ProcessGroup& group) {
     BatchBalancer fixed(group, 64, {3, 1}, /*automatic=*/false, c10::Device(c10::kCPU));
