@@ -268,16 +268,22 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       if (balancer->training_ranks().size() != training_before) train_without_ranks_sitting_out();
     }
   };
-  // At an epoch end, ranks that sat out take the state the others trained; they arrive long
-  // before the others, so their first wait is bounded by the epoch's expected length instead.
+  // At an epoch end, ranks that sat out take the state the others trained. They arrive long
+  // before the others, so their first wait is the group's timeout plus twice the epoch's
+  // expected length: from the last measured step time (--balance auto), or the previous
+  // hand-over's wait (the first epoch of a rank given weight 0 has the timeout alone).
+  double last_handover_wait = 0;  // seconds, on a rank that sits out
   auto give_state_to_ranks_sitting_out = [&](int64_t steps_in_epoch) {
     TimelineSpan span("state to ranks sitting out", "train");
     ProcessGroup::Timeout first_wait;
+    const auto start = Clock::now();
     if (balancer->sits_out(rank)) {
-      const double expected = 2.0 * static_cast<double>(steps_in_epoch) * balancer->last_step_seconds();
+      const double expected =
+          2.0 * std::max(static_cast<double>(steps_in_epoch) * balancer->last_step_seconds(), last_handover_wait);
       first_wait = group.timeout() + std::chrono::milliseconds(static_cast<int64_t>(expected * 1e3));
     }
     broadcast_training_state(group, balancer->training_ranks().front(), model.module(), optimizer.get(), first_wait);
+    last_handover_wait = std::chrono::duration<double>(Clock::now() - start).count();
   };
   TrainingReport report;
   report.world_size = world;
@@ -400,9 +406,13 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     const int64_t epoch_trained = samples_done - samples_before;
     trained_samples += epoch_trained;
     progress.samples_in_epoch = 0;
-    if (balancer) rebalance();  // for the next epoch, from this one's measurements
+    if (balancer && epoch + 1 < o.epochs) rebalance();  // for the next epoch, from this one's measurements
     const double mean_loss = batches ? loss_sum / batches : 0;
-    std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f\n", rank, (long long)epoch + 1, o.epochs, mean_loss);
+    if (my_samples == 0 && balancer && balancer->sits_out(rank)) {
+      std::printf("Rank %d, Epoch [%lld/%d]: sat out\n", rank, (long long)epoch + 1, o.epochs);
+    } else {
+      std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f\n", rank, (long long)epoch + 1, o.epochs, mean_loss);
+    }
     std::fflush(stdout);
     // The epoch's mean loss over all ranks: per batch with equal batches (as always), per
     // sample with --balance (ranks' batches differ in size).

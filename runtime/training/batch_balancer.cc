@@ -82,7 +82,8 @@ bool BatchBalancer::consider_sitting_out(const std::vector<double>& compute, con
   if (settings_.sit_out_margin <= 0 || training.size() < 2) return false;
   // What the others would train without rank `excluded`, split by their speed: the sum of their
   // measured rates (samples per second of compute; linear in the batch, so their own fixed
-  // costs make it an underestimate, which errs toward keeping the rank).
+  // costs make it an underestimate, which errs toward keeping the rank; their collectives are
+  // left out, which errs the other way when more than one of them remains).
   auto others_rate = [&](int excluded) {
     double rate = 0;
     for (int q : training) {
@@ -110,9 +111,11 @@ bool BatchBalancer::consider_sitting_out(const std::vector<double>& compute, con
       }
     }
     // (b) At a split that follows measured speed: the others alone against the job's measured
-    // throughput with it (it costs the others more waiting than its samples are worth).
-    if (balanced_throughput > 0 && others > (1 + settings_.sit_out_gain) * balanced_throughput &&
-        others / balanced_throughput > best) {
+    // throughput with it (it costs the others more waiting than its samples are worth). Only
+    // when one rank would remain: several would still pay their own collectives, which their
+    // compute rates leave out, and (b) would then bench ranks that merely share the wait.
+    if (balanced_throughput > 0 && training.size() == 2 &&
+        others > (1 + settings_.sit_out_gain) * balanced_throughput && others / balanced_throughput > best) {
       bench = r;
       best = others / balanced_throughput;
       std::snprintf(why, sizeof(why), "the others alone would train %.0f samples/s, the job with it %.0f", others,
@@ -122,7 +125,12 @@ bool BatchBalancer::consider_sitting_out(const std::vector<double>& compute, con
   if (bench < 0) return false;
   sitting_out_[static_cast<size_t>(bench)] = true;
   weights_[static_cast<size_t>(bench)] = 0;
+  double total = 0;
+  for (double w : weights_) total += w;
+  for (double& w : weights_) w /= total;
   split_ = split_global_batch(global_batch_, weights_);
+  // The fit's last points were measured with the benched rank in the group: start afresh.
+  std::fill(previous_samples_.begin(), previous_samples_.end(), 0.0);
   // The others start over: the model all the way, then probes among them.
   model_steps_ = 0;
   model_content_ = probing_ = tried_other_direction_ = kept_at_this_size_ = false;
@@ -181,10 +189,9 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   // test (b) waits for a split that follows the measured speeds (the model content: this
   // interval ran on its split or on a probe from it; a probe's own is the better of the two).
   const double balanced = !model_content_ ? 0 : probing_ ? std::max(throughput, throughput_before_probe_) : throughput;
-  const bool benched = consider_sitting_out(compute, samples_per_step, balanced);
+  if (consider_sitting_out(compute, samples_per_step, balanced)) return true;
   previous_compute_ = compute;
   previous_samples_ = samples_per_step;
-  if (benched) return true;
   if (training.size() < 2) return false;
 
   if (probing_) {  // the last decision was a probe: keep it if it paid

@@ -28,9 +28,11 @@
 //     while it sits out) when either (a) from two decisions at different shares, its step
 //     compute fitted as fixed + per-sample * b exceeds at b = 1 `sit_out_margin` times the
 //     others' time for all B samples (at their measured compute per sample), or (b) at a split
-//     that follows the measured speeds (the model content), the others' summed rates
-//     (samples per second of compute) exceed the job's measured throughput by more than
-//     `sit_out_gain`. One rank per decision, the one whose test says the others gain most. The
+//     that follows the measured speeds (the model content), with one other rank left, that
+//     rank's rate (samples per second of compute) exceeds the job's measured throughput by
+//     more than `sit_out_gain`. Both leave out the collectives the others would still run
+//     among themselves, so with three or more ranks (a) alone applies, and it errs toward
+//     benching by that much. One rank per decision, the one whose test says the others gain most. The
 //     trainer then trains the others in a subgroup and gives the rank that sits out their state
 //     at each epoch end (state_broadcast.h). At least one rank always trains.
 // Decisions come every `interval` steps after the warm-up until settled (due_after_step), and
@@ -41,7 +43,7 @@
 //   ringtorch::BatchBalancer balancer(group, 64, std::vector<double>(group.size(), 1.0), /*automatic=*/true,
 //                                     c10::Device(c10::kCPU));
 //   for (int64_t step = 0; step < steps; ++step) {
-//     const int64_t mine = balancer.split()[group.rank()];
+//     const int64_t mine = balancer.split()[group.rank()];  // 0 while it sits out (see 3.)
 //     const double compute = train_step(mine);  // its compute seconds (the step took as long)
 //     balancer.record_step(compute, compute, mine);
 //     if (balancer.due_after_step(step + 1) && balancer.rebalance(group) && group.rank() == 0)

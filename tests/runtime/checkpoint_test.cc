@@ -106,7 +106,7 @@ TEST(Checkpoint, RestoresModelOptimizerProgressAndRng) {
 }
 
 // broadcast_training_state: a checkpoint sent through the group. Rank 1 trained differently
-// (another seed, more steps); after the broadcast from rank 0 its weights, buffers and momentum
+// (other random batches, one more step); after the broadcast from rank 0 its weights, buffers and momentum
 // are rank 0's, bit for bit, so the next step gives both ranks the same weights.
 TEST(StateBroadcast, GivesEveryRankTheRootsWeightsAndOptimizerState) {
   testing::on_thread_ranks(2, [](ProcessGroup& group) {
