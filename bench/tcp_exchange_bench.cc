@@ -1,0 +1,198 @@
+// tcp_exchange_bench: the wire's own limit for a 2-rank collective, measured between two
+// processes: both send S bytes and receive S bytes at the same time over one TCP connection
+// (TCP_NODELAY, as Gloo's pairs), which is what one step of a 2-rank all-reduce does. A 4-byte
+// exchange is the floor for a small all-reduce; two exchanges of S/2 are the floor for a
+// 2-rank ring all-reduce of S (reduce-scatter then all-gather). bench/compare_wire puts
+// ringbench and PyTorch beside it (docs/benchmarks.md).
+//
+// Each side runs one thread with a non-blocking socket and poll(): it writes what the socket
+// takes and reads what has arrived until both directions are done, so neither side blocks in a
+// write while the other's data waits unread (no deadlock at sizes above the socket buffers).
+//
+//   RANK=0|1 MASTER_ADDR=HOST MASTER_PORT=PORT tcp_exchange_bench [--sizes 4,32768,...]
+//       [--iters N] [--warmup N] [--timeout SECONDS]
+// Rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects (retrying until the timeout).
+// Rank 0 prints one JSON line per size: {"impl":"tcp exchange","op":"exchange","bytes":S,
+// "median_us":...,"min_us":...,"iters":N,"world_size":2}. Exit 1 with a message naming the
+// peer and the step on any failure (a refused or timed-out connection, a peer that closed).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void fail(const std::string& what) {
+  std::fprintf(stderr, "tcp_exchange_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::string env_or_fail(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0')
+    fail(std::string(name) + " is not set (RANK, MASTER_ADDR and MASTER_PORT are needed)");
+  return v;
+}
+
+sockaddr_in resolve(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0 || found == nullptr) {
+    fail("cannot resolve MASTER_ADDR " + host);
+  }
+  sockaddr_in address = *reinterpret_cast<sockaddr_in*>(found->ai_addr);
+  ::freeaddrinfo(found);
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  return address;
+}
+
+int connect_pair(int rank, const std::string& host, int port, Clock::time_point deadline) {
+  const sockaddr_in address = resolve(host, port);
+  const std::string where = host + ":" + std::to_string(port);
+  int fd = -1;
+  if (rank == 0) {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int one = 1;
+    ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
+        ::listen(listener, 1) != 0) {
+      fail("rank 0 cannot listen on " + where + ": " + std::strerror(errno));
+    }
+    pollfd p{listener, POLLIN, 0};
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) != 1) {
+      fail("rank 0: rank 1 did not connect to " + where + " within the timeout (--timeout)");
+    }
+    fd = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+  } else {
+    while (true) {
+      fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) break;
+      ::close(fd);
+      if (Clock::now() >= deadline) fail("rank 1 cannot connect to rank 0 at " + where + " (--timeout)");
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  if (fd < 0) fail("accept on " + where + ": " + std::strerror(errno));
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  return fd;
+}
+
+// One simultaneous exchange of `bytes` each way.
+void exchange(int fd, const char* out, char* in, size_t bytes, int peer, Clock::time_point deadline) {
+  size_t sent = 0, received = 0;
+  while (sent < bytes || received < bytes) {
+    if (sent < bytes) {
+      const ssize_t n = ::send(fd, out + sent, bytes - sent, MSG_NOSIGNAL);
+      if (n > 0) sent += static_cast<size_t>(n);
+      if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        fail("sending to rank " + std::to_string(peer) + ": " + std::strerror(errno));
+      }
+    }
+    if (received < bytes) {
+      const ssize_t n = ::recv(fd, in + received, bytes - received, 0);
+      if (n > 0) received += static_cast<size_t>(n);
+      if (n == 0) fail("rank " + std::to_string(peer) + " closed the connection mid-exchange");
+      if (n < 0 && errno != EAGAIN && errno != EINTR) {
+        fail("receiving from rank " + std::to_string(peer) + ": " + std::strerror(errno));
+      }
+    }
+    if (sent < bytes || received < bytes) {
+      pollfd p{fd, static_cast<short>((sent < bytes ? POLLOUT : 0) | (received < bytes ? POLLIN : 0)), 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) fail("exchange with rank " + std::to_string(peer) + " timed out (--timeout)");
+      ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+    }
+  }
+}
+
+std::vector<size_t> parse_sizes(const std::string& text) {
+  std::vector<size_t> sizes;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v == 0)
+      fail("--sizes " + text + ": give positive byte counts, comma-separated");
+    sizes.push_back(static_cast<size_t>(v));
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<size_t> sizes{4, 32 << 10, 512 << 10, 8 << 20, 32 << 20};
+  int iters = 50, warmup = 5, timeout_s = 60;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) fail(arg + " needs a value (or is unknown)");
+    const std::string value = argv[++i];
+    if (arg == "--sizes") {
+      sizes = parse_sizes(value);
+    } else if (arg == "--iters") {
+      iters = std::atoi(value.c_str());
+    } else if (arg == "--warmup") {
+      warmup = std::atoi(value.c_str());
+    } else if (arg == "--timeout") {
+      timeout_s = std::atoi(value.c_str());
+    } else {
+      fail("unknown argument " + arg);
+    }
+  }
+  if (iters < 1 || warmup < 0 || timeout_s < 1) fail("--iters and --timeout must be at least 1, --warmup at least 0");
+  const int rank = std::atoi(env_or_fail("RANK").c_str());
+  if (rank != 0 && rank != 1) fail("RANK must be 0 or 1 (a pair)");
+  const std::string host = env_or_fail("MASTER_ADDR");
+  const int port = std::atoi(env_or_fail("MASTER_PORT").c_str());
+  const auto timeout = std::chrono::seconds(timeout_s);
+  const int fd = connect_pair(rank, host, port, Clock::now() + timeout);
+  const int peer = 1 - rank;
+  const size_t largest = *std::max_element(sizes.begin(), sizes.end());
+  std::vector<char> out(largest, static_cast<char>(rank + 1)), in(largest);
+  for (const size_t bytes : sizes) {
+    std::vector<double> us;
+    for (int i = 0; i < warmup + iters; ++i) {
+      const auto start = Clock::now();
+      exchange(fd, out.data(), in.data(), bytes, peer, start + timeout);
+      if (i >= warmup) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    }
+    if (in[0] != static_cast<char>(peer + 1) || in[bytes - 1] != static_cast<char>(peer + 1)) {
+      fail("received bytes that rank " + std::to_string(peer) + " did not send");
+    }
+    std::sort(us.begin(), us.end());
+    if (rank == 0) {
+      std::printf(
+          "{\"impl\":\"tcp exchange\",\"op\":\"exchange\",\"bytes\":%zu,\"median_us\":%.3f,\"min_us\":%.3f,"
+          "\"iters\":%d,\"world_size\":2}\n",
+          bytes, us[us.size() / 2], us.front(), iters);
+      std::fflush(stdout);
+    }
+  }
+  ::close(fd);
+  return 0;
+}
