@@ -26,11 +26,14 @@
 #pragma once
 
 #include <gloo/context.h>
+#include <gloo/transport/unbound_buffer.h>
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/scratch_buffer.h"
@@ -46,6 +49,9 @@ struct CallFingerprint {
 
 class FingerprintExchange {
  public:
+  FingerprintExchange();
+  ~FingerprintExchange();  // drops the posted receives (each keeps Gloo's transport context alive)
+
   // Data up to this size travels inside the fingerprint message.
   static constexpr size_t kInlineBytes = size_t{256} << 10;
 
@@ -60,11 +66,22 @@ class FingerprintExchange {
   // call, which the exchange has just found equal on every rank.
   char* inline_data_of(int peer);
 
- private:
-  char* message_from(int peer);  // its slot in receive_
+  // Drops the receives posted for the next exchange (Note [Pre-posted fingerprint receives] in
+  // call_fingerprint.cc): the group's shutdown calls it, so that its sockets close then. The
+  // next exchange, if any, posts afresh.
+  void release();
 
-  ScratchBuffer send_, receive_;
-  int rank_ = 0;  // the context's, at the last exchange
+ private:
+  void post_receives(gloo::Context& context, int set);  // one per peer, into receive_[set]
+  char* message_from(int peer);                         // its block in the last exchange's set
+
+  ScratchBuffer send_, receive_[2];
+  // Per set, per peer: the receive posted into receive_[set] (null at this rank's index).
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted_[2];
+  const gloo::Context* posted_for_ = nullptr;  // the context they were posted on
+  int current_ = 0;                            // the set the next exchange receives into
+  int received_ = 0;                           // the set the last exchange received into
+  int rank_ = 0;                               // the context's, at the last exchange
 };
 
 // What a collective's data path needs to check its call first: the group's exchange and this

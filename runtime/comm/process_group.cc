@@ -188,6 +188,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group_in_role(const std::vector<
 
 void ProcessGroup::shutdown() {
   if (queue_) queue_->stop();
+  if (fingerprint_) fingerprint_->release();  // its posted receives hold the sockets open
   context_.reset();
   same_host_.reset();
   local_.reset();
