@@ -66,13 +66,12 @@ FingerprintExchange::~FingerprintExchange() = default;
 
 void FingerprintExchange::post_receives(gloo::Context& context, int set) {
   const int rank = context.rank, size = context.size;
-  char* blocks = receive_[set].get(kMessageCapacity * static_cast<size_t>(size - 1));
+  receive_[set].get(kMessageCapacity * static_cast<size_t>(size - 1));
   drop_posted_receives(posted_[set]);  // completed ones (an earlier operation's)
   posted_[set].resize(static_cast<size_t>(size));
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    char* block = blocks + kMessageCapacity * static_cast<size_t>(peer < rank ? peer : peer - 1);
-    posted_[set][peer] = context.createUnboundBuffer(block, kMessageCapacity);
+    posted_[set][peer] = context.createUnboundBuffer(block(set, peer), kMessageCapacity);
     posted_[set][peer]->recv(peer, fingerprint_slot());
   }
 }
@@ -115,7 +114,6 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank) outbound->send(peer, slot);
   }
-  received_ = set;
   std::string differing;
   int first_differing = -1;
   bool only_algorithms_differ = true;
@@ -147,10 +145,13 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
   }
 }
 
-char* FingerprintExchange::message_from(int peer) {
+char* FingerprintExchange::block(int set, int peer) {
   // Peer p's message lands in block p, or p - 1 past this rank; each block has the full capacity.
-  return receive_[received_].get(0) + kMessageCapacity * static_cast<size_t>(peer < rank_ ? peer : peer - 1);
+  return receive_[set].get(0) + kMessageCapacity * static_cast<size_t>(peer < rank_ ? peer : peer - 1);
 }
+
+// The last exchange received into the set before current_ (exchange() flips it first).
+char* FingerprintExchange::message_from(int peer) { return block(1 - current_, peer); }
 
 char* FingerprintExchange::inline_data_of(int peer) { return message_from(peer) + kHeaderBytes; }
 

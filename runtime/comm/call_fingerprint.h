@@ -73,6 +73,7 @@ class FingerprintExchange {
 
  private:
   void post_receives(gloo::Context& context, int set);  // one per peer, into receive_[set]
+  char* block(int set, int peer);                       // peer's block in receive_[set]
   char* message_from(int peer);                         // its block in the last exchange's set
 
   ScratchBuffer send_, receive_[2];
@@ -80,7 +81,6 @@ class FingerprintExchange {
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted_[2];
   const gloo::Context* posted_for_ = nullptr;  // the context they were posted on
   int current_ = 0;                            // the set the next exchange receives into
-  int received_ = 0;                           // the set the last exchange received into
   int rank_ = 0;                               // the context's, at the last exchange
 };
 
