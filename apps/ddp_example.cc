@@ -75,13 +75,20 @@ int run(int argc, char** argv) {
     checkpoints.emplace(checkpoint_dir);
     if (auto resumed = checkpoints->load_latest(*model.ptr(), &sgd)) {
       progress = *resumed;
+      // Epochs count from 0 here (as the seed's loop); --batch-size is per rank, so a new world
+      // size changes the global batch, and the learning rate is kept as given.
+      const auto was = progress.metadata.find("world_size");
       if (rank == 0)
-        std::printf("resumed at epoch %lld, step %lld\n", (long long)progress.epoch, (long long)progress.step);
+        std::printf("resumed at epoch %lld step %lld with world size %d (was %s)\n", (long long)progress.epoch,
+                    (long long)progress.step, group->size(),
+                    was == progress.metadata.end() ? "unknown" : was->second.c_str());
     }
   }
   ringtorch::DistributedSampler sampler(samples, group->size(), rank, {/*shuffle=*/true, /*seed=*/0, false});
   for (int64_t epoch = progress.epoch; epoch < epochs; ++epoch) {
     sampler.set_epoch(epoch);
+    // A checkpoint from inside an epoch (another program's) says how much of it was trained.
+    sampler.set_start(epoch == progress.epoch ? std::min<int64_t>(progress.samples_in_epoch, samples) : 0);
     const auto mine = sampler.indices();
     at::Tensor loss_sum = at::zeros({1}, at::kDouble);
     int64_t batches = 0;

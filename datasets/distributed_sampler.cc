@@ -46,12 +46,23 @@ std::vector<int64_t> epoch_order(int64_t dataset_size, const SamplerOptions& opt
   return all;
 }
 
+void DistributedSampler::set_start(int64_t trained) {
+  if (trained < 0 || trained > dataset_size_) {
+    throw InvalidArgumentError(
+        str_cat("DistributedSampler: start ", trained, " is outside the epoch's ", dataset_size_, " indices"));
+  }
+  start_ = trained;
+  num_samples_ = samples_per_rank(dataset_size_ - trained, num_replicas_, options_.drop_last);
+}
+
 std::vector<int64_t> DistributedSampler::indices() const {
   std::vector<int64_t> all = epoch_order(dataset_size_, options_, epoch_);
+  all.erase(all.begin(), all.begin() + start_);
+  const int64_t rest = dataset_size_ - start_;
   const int64_t total = num_samples_ * num_replicas_;
   if (!options_.drop_last) {
     // Pad by repeating from the start (as often as needed when the set is tiny).
-    for (int64_t i = 0; static_cast<int64_t>(all.size()) < total && dataset_size_ > 0; ++i) all.push_back(all[i]);
+    for (int64_t i = 0; static_cast<int64_t>(all.size()) < total && rest > 0; ++i) all.push_back(all[i]);
   } else {
     all.resize(static_cast<size_t>(total));
   }

@@ -42,6 +42,12 @@ class DistributedSampler {
 
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
   int64_t epoch() const { return epoch_; }
+  // Resuming inside an epoch, possibly with another world size: the first `trained` indices of
+  // the epoch's order were trained already (by all ranks together), and indices() deals out
+  // the rest the same way (padded to a multiple of num_replicas, or cut with drop_last). 0: the
+  // whole epoch. Keep it for one epoch: set it back to 0 before the next set_epoch.
+  void set_start(int64_t trained);
+  int64_t start() const { return start_; }
 
   // This rank's indices for the current epoch, in order.
   std::vector<int64_t> indices() const;
@@ -53,8 +59,9 @@ class DistributedSampler {
   const int num_replicas_;
   const int rank_;
   const SamplerOptions options_;
-  const int64_t num_samples_;
+  int64_t num_samples_;
   int64_t epoch_ = 0;
+  int64_t start_ = 0;
 };
 
 }  // namespace ringtorch

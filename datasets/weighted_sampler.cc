@@ -36,12 +36,18 @@ WeightedDistributedSampler::WeightedDistributedSampler(int64_t dataset_size, int
   set_epoch(0);
 }
 
-void WeightedDistributedSampler::set_epoch(int64_t epoch) {
+void WeightedDistributedSampler::set_epoch(int64_t epoch, int64_t trained) {
+  if (trained < 0 || trained > dataset_size_) {
+    throw InvalidArgumentError(
+        str_cat("WeightedDistributedSampler: start ", trained, " is outside the epoch's ", dataset_size_, " indices"));
+  }
   epoch_ = epoch;
   order_ = epoch_order(dataset_size_, options_, epoch);
+  order_.erase(order_.begin(), order_.begin() + trained);
+  steps_ = steps_in_epoch(dataset_size_ - trained, global_batch_, options_.drop_last);
   const auto total = static_cast<size_t>(steps_ * global_batch_);
   // Pad by repeating from the start (as often as needed when the set is tiny), or cut.
-  for (size_t i = 0; order_.size() < total && dataset_size_ > 0; ++i) order_.push_back(order_[i]);
+  for (size_t i = 0; order_.size() < total && !order_.empty(); ++i) order_.push_back(order_[i]);
   order_.resize(total);
 }
 

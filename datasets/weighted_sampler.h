@@ -33,7 +33,10 @@ class WeightedDistributedSampler {
   WeightedDistributedSampler(int64_t dataset_size, int64_t global_batch, int rank, int world_size,
                              SamplerOptions options = {});
 
-  void set_epoch(int64_t epoch);
+  // `trained` > 0 resumes inside the epoch (possibly after a change of world size or global
+  // batch): the first `trained` indices of the epoch's order were trained already, and the
+  // steps deal out the rest (padded or cut to whole steps, as a whole epoch is).
+  void set_epoch(int64_t epoch, int64_t trained = 0);
   int64_t epoch() const { return epoch_; }
   // Per-rank batch sizes from the next step_indices() on. Throws InvalidArgumentError unless
   // there is one per rank, each >= 0, summing to the global batch.
@@ -51,7 +54,7 @@ class WeightedDistributedSampler {
   const int rank_;
   const int world_size_;
   const SamplerOptions options_;
-  const int64_t steps_;
+  int64_t steps_;
   int64_t epoch_ = 0;
   std::vector<int64_t> split_;
   std::vector<int64_t> order_;  // the epoch's order, padded or cut to steps_ * global_batch_

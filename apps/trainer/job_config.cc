@@ -54,6 +54,8 @@ bool apply_trainer_flag(const std::string& arg, const std::string& value, Traine
     o.threads = parse_int_in_range(value, 0, 1024, arg);
   } else if (arg == "--checkpoint-dir") {
     o.checkpoint_dir = value;
+  } else if (arg == "--checkpoint-every-steps") {
+    o.checkpoint_every_steps = parse_int_in_range(value, 0, 1 << 30, arg);
   } else if (arg == "--resume") {
     if (value != "true" && value != "false") throw InvalidArgumentError(arg + " " + value + ": use true or false");
     o.resume = value == "true";

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -126,6 +127,41 @@ void write_gathered_timeline(ProcessGroup& group, const std::string& path) {
       path.c_str(), group.size(), events);
 }
 
+// Note [Resuming inside an epoch]
+// A checkpoint taken inside an epoch records how many samples of the epoch's order (the seeded
+// shuffle every rank computes, epoch_order()) the job trained: with DistributedSampler's
+// strided split and equal batches, after k steps of batch b on W ranks these are exactly the
+// first k x b x W of the order; with --balance, the first k x global batch. A restarted job,
+// with any world size, deals out the rest of the order, so no sample of the interrupted epoch
+// is trained twice or skipped; only the padding that evens out the ranks (at most W - 1
+// samples, or the last step's, as DistributedSampler always pads) repeats some. The steps after
+// the newest checkpoint and before the failure are lost and trained again.
+std::map<std::string, std::string> checkpoint_metadata(const TrainerOptions& o, int world) {
+  return {{"model", o.model}, {"dataset", o.dataset}, {"world_size", std::to_string(world)}};
+}
+
+// "resumed at epoch 2 step 937 with world size 3 (was 2); ..." for rank 0's log.
+std::string describe_resume(const TrainingProgress& p, const TrainerOptions& o, int world) {
+  std::string text = str_cat("resumed at epoch ", p.epoch + 1, " step ", p.step, " with world size ", world);
+  const auto was = p.metadata.find("world_size");
+  if (was == p.metadata.end()) return text;
+  text += str_cat(" (was ", was->second, ")");
+  if (p.samples_in_epoch > 0) {
+    text +=
+        str_cat("; ", p.samples_in_epoch, " samples of epoch ", p.epoch + 1, " were trained, the rest is dealt out");
+  }
+  if (was->second != std::to_string(world)) {
+    if (o.balance != "equal" && o.global_batch > 0) {
+      text += str_cat("; the global batch stays ", o.global_batch, " (--global-batch)");
+    } else {
+      text += str_cat("; --batch-size ", o.batch_size, " is per rank, so the global batch is now ",
+                      int64_t{o.batch_size} * world, " (was ", o.batch_size, " x ", was->second, "); --lr stays ", o.lr,
+                      " (scale it yourself to follow the linear scaling rule)");
+    }
+  }
+  return text;
+}
+
 }  // namespace
 
 void validate(const TrainerOptions& o) {
@@ -140,6 +176,9 @@ void validate(const TrainerOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adam") bad("--optimizer", o.optimizer, "use sgd or adam");
   if (o.threads < 0) bad("--threads", std::to_string(o.threads), "must not be negative");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume", "", "needs --checkpoint-dir");
+  if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
+    bad("--checkpoint-every-steps", std::to_string(o.checkpoint_every_steps), "needs --checkpoint-dir");
+  }
   if (o.log_interval < 0) bad("--log-interval", std::to_string(o.log_interval), "must not be negative");
   if (o.balance != "equal" && o.balance != "auto") {
     const std::vector<double> weights = parse_weights(o.balance);
@@ -219,8 +258,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     if (o.resume) {
       if (auto resumed = checkpoints->load_latest(model.module(), optimizer.get())) {
         progress = *resumed;
-        if (rank == 0)
-          std::printf("Resumed from epoch %lld (step %lld)\n", (long long)progress.epoch, (long long)progress.step);
+        if (rank == 0) std::printf("%s\n", describe_resume(progress, o, world).c_str());
       }
     }
   }
@@ -298,39 +336,58 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     TimelineSpan epoch_span("epoch", "train");
     epoch_span.set_args(str_cat("{\"epoch\":", epoch + 1, "}"));
     RankTimes epoch_times;
-    // Where the epoch starts: ringtrain checkpoints at epoch ends, so a resumed epoch starts at
-    // step 0; a position inside one (samples_in_epoch, this rank's sampler position, from
-    // another program's checkpoint) is honoured by the equal split only.
+    // Where the epoch starts: a checkpoint taken inside it (--checkpoint-every-steps) says how
+    // many of the epoch's samples the job trained (all ranks together); the samplers deal out
+    // the rest over this run's ranks, whatever the world size was (Note [Resuming inside an epoch]).
+    const int64_t trained_before = epoch == progress.epoch ? std::min(progress.samples_in_epoch, train_size) : 0;
     std::vector<int64_t> mine;
     int64_t steps = 0, epoch_samples = 0;
-    size_t offset = 0;  // into `mine`
     if (weighted) {
-      weighted_sampler->set_epoch(epoch);
+      weighted_sampler->set_epoch(epoch, trained_before);
       steps = weighted_sampler->steps_per_epoch();
-      epoch_samples = steps * weighted_sampler->global_batch();
+      epoch_samples = trained_before + steps * weighted_sampler->global_batch();
     } else {
       sampler.set_epoch(epoch);
+      sampler.set_start(trained_before);
       mine = sampler.indices();
-      offset = std::min(mine.size(), static_cast<size_t>(progress.samples_in_epoch));
-      steps = (static_cast<int64_t>(mine.size() - offset) + o.batch_size - 1) / o.batch_size;
-      epoch_samples = static_cast<int64_t>(mine.size()) * world;
+      steps = (static_cast<int64_t>(mine.size()) + o.batch_size - 1) / o.batch_size;
+      epoch_samples = trained_before + static_cast<int64_t>(mine.size()) * world;
     }
     auto step_indices = [&](int64_t step) {
       if (weighted) return weighted_sampler->step_indices(step);
-      const size_t start = offset + static_cast<size_t>(step * o.batch_size);
+      const size_t start = static_cast<size_t>(step * o.batch_size);
       return std::vector<int64_t>(mine.begin() + start, mine.begin() + std::min(mine.size(), start + o.batch_size));
+    };
+    // The job's position in the epoch after `step` steps of this run.
+    auto trained_after = [&](int64_t step) {
+      if (weighted) return trained_before + step * weighted_sampler->global_batch();
+      return trained_before +
+             static_cast<int64_t>(std::min(mine.size(), static_cast<size_t>(step * o.batch_size))) * world;
     };
     const auto epoch_start = Clock::now();
     double loss_sum = 0, loss_by_sample = 0;
-    const int64_t samples_before = static_cast<int64_t>(offset) * world;
+    const int64_t samples_before = trained_before;
     int64_t batches = 0, samples_done = samples_before, my_samples = 0;
+    // Inside the epoch, every --checkpoint-every-steps steps (not after its last step: the
+    // epoch's end saves then). Every rank calls it; rank 0 writes. Not while a rank sits out:
+    // rank 0 may be the one that sat out, and its weights are behind until the epoch's end.
+    auto checkpoint_inside_epoch = [&](int64_t step) {
+      if (!checkpoints || o.checkpoint_every_steps <= 0 || step + 1 >= steps) return;
+      if (progress.step % o.checkpoint_every_steps != 0 || (balancer && balancer->anyone_sits_out())) return;
+      TimelineSpan span("checkpoint", "train");
+      TrainingProgress inside = progress;
+      inside.epoch = epoch;
+      inside.samples_in_epoch = std::min(samples_done, train_size);
+      inside.metadata = checkpoint_metadata(o, world);
+      checkpoints->save(model.module(), optimizer.get(), inside, &group);
+    };
     reporter.begin_epoch(epoch, o.epochs, epoch_samples);
     for (int64_t step = 0; step < steps; ++step) {
       if (!ddp) {  // this rank sits out: count the step, as every rank does
         balancer->record_step(0, 0, 0);
         ++steps_run;
         ++progress.step;  // the job's optimizer steps, for checkpoints
-        samples_done = (step + 1) * weighted_sampler->global_batch();
+        samples_done = trained_after(step + 1);
         continue;
       }
       const std::vector<int64_t> chunk = step_indices(step);
@@ -379,12 +436,9 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       my_samples += static_cast<int64_t>(chunk.size());
       ++batches;
       ++progress.step;
-      samples_done =
-          weighted
-              ? (step + 1) * weighted_sampler->global_batch()
-              : static_cast<int64_t>(std::min(mine.size(), offset + static_cast<size_t>((step + 1) * o.batch_size))) *
-                    world;
+      samples_done = trained_after(step + 1);
       reporter.update(samples_done, batches, batch_loss);
+      checkpoint_inside_epoch(step);
     }
     reporter.end_epoch();
     // The epoch's training time: until its last step, which for a rank that sits out is when the
@@ -452,7 +506,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       }
     }
     progress.epoch = epoch + 1;
-    progress.metadata = {{"model", o.model}, {"dataset", o.dataset}, {"world_size", std::to_string(world)}};
+    progress.metadata = checkpoint_metadata(o, world);
     if (checkpoints) {
       TimelineSpan span("checkpoint", "train");
       checkpoints->save(model.module(), optimizer.get(), progress, &group);

@@ -26,14 +26,15 @@ struct TrainerOptions {
   double weight_decay = 0;
   std::string optimizer = "sgd";  // sgd | adam
   uint64_t seed = 0;
-  int threads = 0;                // intra-op threads per rank; 0: leave LibTorch's choice
-  std::string checkpoint_dir;     // empty: no checkpoints
-  bool resume = false;            // continue from checkpoint_dir's newest checkpoint
-  std::string metrics_path;       // empty: no metrics file
-  std::string timeline_path;      // empty: no timeline; else every rank's, merged on rank 0 (Chrome trace)
-  std::string plot_path;          // empty: no picture; else an .svg of the run drawn by rank 0 at the end
-  int log_interval = 100;         // batches between progress lines on rank 0 (lines style)
-  std::string progress = "auto";  // auto | bar | lines | off (progress.h)
+  int threads = 0;                 // intra-op threads per rank; 0: leave LibTorch's choice
+  std::string checkpoint_dir;      // empty: no checkpoints
+  bool resume = false;             // continue from checkpoint_dir's newest checkpoint
+  int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
+  std::string metrics_path;        // empty: no metrics file
+  std::string timeline_path;       // empty: no timeline; else every rank's, merged on rank 0 (Chrome trace)
+  std::string plot_path;           // empty: no picture; else an .svg of the run drawn by rank 0 at the end
+  int log_interval = 100;          // batches between progress lines on rank 0 (lines style)
+  std::string progress = "auto";   // auto | bar | lines | off (progress.h)
   // Devices (device_selection.h): --device auto|cpu|cuda|cuda:N and --gpus ids, resolved with
   // LOCAL_RANK and the visible CUDA devices; `devices`, when set, is used as given instead
   // (several entries: DataParallel inside the process, CPU "devices" included).

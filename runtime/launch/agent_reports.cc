@@ -17,7 +17,7 @@ namespace ringtorch {
 
 void LaunchAgent::remove_stale_reports() const {
   for (int l = 0; l < config_.nproc_per_node; ++l) {
-    const int rank = config_.node_rank * config_.nproc_per_node + l;
+    const int rank = rank_of(l);
     ::unlink(flight_recorder_file(placement_.flight_recorder_dir, rank).c_str());
     if (!placement_.timeline.empty()) ::unlink(timeline_part(placement_.timeline, rank).c_str());
   }
@@ -28,9 +28,9 @@ std::vector<int> LaunchAgent::request_flight_dumps() {
   for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {
     if (!workers_[l].poll().has_value() && process_catches_signal(workers_[l].pid(), SIGUSR1)) {
       ::kill(workers_[l].pid(), SIGUSR1);  // the worker only: its own children may not expect it
-      asked.push_back(config_.node_rank * config_.nproc_per_node + l);
+      asked.push_back(rank_of(l));
     } else if (!workers_[l].poll().has_value()) {
-      skipped.push_back(config_.node_rank * config_.nproc_per_node + l);
+      skipped.push_back(rank_of(l));
     }
   }
   if (!skipped.empty()) {
@@ -67,8 +67,7 @@ void LaunchAgent::report_flight_recorder() {
     for (const auto& line : analysis.summary) log("flight recorder: " + line);
     log(str_cat("flight recorder: ", analysis.files.size(), " file", analysis.files.size() == 1 ? "" : "s", " in ",
                 placement_.flight_recorder_dir, " (ringtrace ", placement_.flight_recorder_dir,
-                " --json for all of it)",
-                config_.nnodes > 1 ? "; other nodes' ranks write theirs on their nodes" : ""));
+                " --json for all of it)", several_nodes() ? "; other nodes' ranks write theirs on their nodes" : ""));
   } catch (const std::exception& e) {
     log(str_cat("flight recorder: nothing to report (", e.what(), ")"));
   }
@@ -77,9 +76,10 @@ void LaunchAgent::report_flight_recorder() {
 void LaunchAgent::merge_timeline() const {
   if (placement_.timeline.empty()) return;
   std::vector<int> ranks;
-  for (int l = 0; l < config_.nproc_per_node; ++l) ranks.push_back(config_.node_rank * config_.nproc_per_node + l);
-  const std::string out =
-      config_.node_rank == 0 ? placement_.timeline : str_cat(placement_.timeline, ".node", config_.node_rank, ".json");
+  for (int l = 0; l < config_.nproc_per_node; ++l) ranks.push_back(rank_of(l));
+  const std::string out = placement_.node_rank == 0
+                              ? placement_.timeline
+                              : str_cat(placement_.timeline, ".node", placement_.node_rank, ".json");
   log(merge_timeline_parts(placement_.timeline, ranks, out));
 }
 

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -39,6 +40,22 @@ std::string random_run_id() {
 std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
+// Thrown out of the rendezvous wait when ringrun receives SIGINT/SIGTERM/SIGHUP.
+class InterruptedError : public std::runtime_error {
+ public:
+  explicit InterruptedError(int sig) : std::runtime_error("interrupted"), signal_(sig) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
+std::string node_names(const std::vector<ElasticNode>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ", ") + n.describe();
+  return out;
+}
+
 }  // namespace
 
 void LaunchAgent::install_signal_handlers() {
@@ -62,8 +79,8 @@ LaunchAgent::~LaunchAgent() {
 }
 
 void LaunchAgent::log(const std::string& message) const {
-  std::string line = config_.nnodes > 1 ? str_cat("[ringrun node ", config_.node_rank, "] ", message, "\n")
-                                        : "[ringrun] " + message + "\n";
+  std::string line = several_nodes() ? str_cat("[ringrun node ", placement_.node_rank, "] ", message, "\n")
+                                     : "[ringrun] " + message + "\n";
   std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
 }
@@ -106,26 +123,70 @@ void LaunchAgent::settle_run_id() {
                                  " and --nnodes > 1: every node must pass the same value (and a new one per job)");
     }
   }
-  MemberContext who{config_.node_rank, config_.nnodes, "node", "ringrun rendezvous of run '" + run_id + "'"};
-  auto scope = c10::make_intrusive<c10d::PrefixStore>("ringrun/" + run_id, store_);
-  const int round = join_round(*scope, who, config_.timeout.value_or(kDefaultTimeout));
-  control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id, "/", round), store_);
-  // A reused run id gets fresh worker keys too (Note [Join rounds]).
-  placement_.run_id = round == 0 ? run_id : str_cat(run_id, ".", round);
-  placement_.flight_recorder_dir = flight_recorder_directory(placement_.run_id, config_.log_dir);
+  run_id_ = run_id;
+  placement_.node_rank = config_.node_rank;  // until the rendezvous places this node
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  ElasticNode me{str_cat(host, ":", ::getpid()), config_.node_rank, config_.nproc_per_node, host};
+  ElasticSettings settings = config_.rdzv_conf;
+  settings.min_nodes = config_.min_nnodes;
+  settings.max_nodes = config_.nnodes;
+  if (config_.nnodes == 1) settings.last_call_timeout = std::chrono::milliseconds(0);
+  auto scope = c10::make_intrusive<c10d::PrefixStore>("ringrun/" + run_id + "/elastic", store_);
+  rendezvous_ = std::make_unique<ElasticRendezvous>(scope, me, settings, [this](const std::string& m) { log(m); });
   const char* timeline = std::getenv("RINGTORCH_TIMELINE");
   placement_.timeline = !config_.timeline.empty() ? config_.timeline : timeline && *timeline ? timeline : "";
+}
+
+std::optional<int> LaunchAgent::join_generation() {
+  try {
+    round_ = rendezvous_->join([this] {
+      if (g_signal.load() != 0) throw InterruptedError(g_signal.load());
+    });
+  } catch (const RendezvousClosed& e) {
+    log(e.what());
+    return e.end().kind == RoundEndKind::kFinished ? 0 : 1;
+  } catch (const TimeoutError& e) {
+    log(str_cat("stopping: ", e.what()));
+    return 1;
+  } catch (const InterruptedError& e) {
+    log(str_cat("received ", signal_name(e.signal()), " while waiting for the rendezvous"));
+    return 128 + e.signal();
+  } catch (const std::exception& e) {
+    log(str_cat("stopping: ", store_loss(e), " during the rendezvous"));
+    return 1;
+  }
+  round_started_ = std::chrono::steady_clock::now();
+  const int g = round_.generation;
+  control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id_, "/elastic/g", g), store_);
+  // Each generation's workers get fresh keys (and shared-memory names): a reused run id or a
+  // restart never reads an earlier generation's keys.
+  placement_.run_id = g == 0 ? run_id_ : str_cat(run_id_, ".", g);
+  placement_.flight_recorder_dir = flight_recorder_directory(placement_.run_id, config_.log_dir);
+  placement_.node_rank = round_.node_rank;
+  placement_.nnodes = static_cast<int>(round_.nodes.size());
+  placement_.first_rank = round_.first_rank();
+  placement_.world_size = round_.world_size();
+  if (several_nodes()) {
+    log(str_cat("generation ", g, ": node ", round_.node_rank, " of ", round_.nodes.size(), ", ranks ",
+                placement_.first_rank, "..", placement_.first_rank + config_.nproc_per_node - 1, " of world size ",
+                placement_.world_size, round_.restart_count ? str_cat(", restart ", round_.restart_count) : ""));
+  }
+  return std::nullopt;
 }
 
 void LaunchAgent::start_workers(int restart) {
   placement_.restart = restart;
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
-  if (logs_.empty() && !config_.log_dir.empty()) {
+  if (!config_.log_dir.empty() && logs_first_rank_ != rank_of(0)) {  // a new generation may move the ranks
+    for (auto* f : logs_) std::fclose(f);
+    logs_.clear();
+    logs_first_rank_ = rank_of(0);
     if (::mkdir(config_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
       throw IoError(str_cat("[ringrun] --log_dir ", config_.log_dir, ": ", errno_text(errno)));
     }
     for (int l = 0; l < config_.nproc_per_node; ++l) {
-      const int rank = config_.node_rank * config_.nproc_per_node + l;
+      const int rank = rank_of(l);
       std::string path = str_cat(config_.log_dir, "/rank_", rank, ".log");
       std::FILE* f = std::fopen(path.c_str(), "a");
       if (!f) throw IoError(str_cat("[ringrun] cannot open log file ", path, ": ", errno_text(errno)));
@@ -137,7 +198,7 @@ void LaunchAgent::start_workers(int restart) {
   round_started_us_ = flight_recorder_now_us();
   workers_.clear();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
-    const int rank = config_.node_rank * config_.nproc_per_node + l;
+    const int rank = rank_of(l);
     SubprocessOptions spawn;
     spawn.argv = worker_command(config_, l);
     spawn.env = worker_environment(config_, placement_, l, omp_set);
@@ -151,7 +212,9 @@ void LaunchAgent::start_workers(int restart) {
 std::string LaunchAgent::store_loss(const std::exception& e) const {
   if (placement_.store_url.empty()) {
     return str_cat("lost the store on node 0 (tcp://", placement_.master_addr, ":", placement_.master_port,
-                   "; has node 0's ringrun exited?): ", e.what());
+                   "; has node 0's ringrun exited?): ", e.what(),
+                   "; a tcp:// store lives in node 0's ringrun and the job cannot outlive it: for a job that "
+                   "survives any node, use --rdzv_endpoint redis://HOST:PORT (or file:// on a shared filesystem)");
   }
   return str_cat("lost the store ", parse_init_method(placement_.store_url).text,
                  " (is its server still running and reachable?): ", e.what());
@@ -171,17 +234,37 @@ bool LaunchAgent::store_failed(const std::exception& e, const std::string& durin
   return false;
 }
 
-std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::string* remote_reason) {
-  if (config_.nnodes == 1 || store_lost_) return std::nullopt;
+RoundEnd LaunchAgent::end_for_failure(const std::string& reason) {
+  if (round_.restart_count >= config_.max_restarts) {
+    return rendezvous_->end_round(RoundEndKind::kAborted,
+                                  str_cat(reason, "; no restarts left (--max_restarts ", config_.max_restarts, ")"));
+  }
+  return rendezvous_->end_round(RoundEndKind::kFailure, reason);
+}
+
+std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std::string* remote_reason) {
+  if (!several_nodes() || store_lost_) return std::nullopt;
   try {
-    const std::string restart_key = str_cat("restart/", restart);
-    if (control_->check({restart_key})) {
-      *remote_reason = to_string(control_->get(restart_key));
-      return Outcome::kRemoteRestart;
+    rendezvous_->heartbeat();
+    if (auto end = rendezvous_->round_end()) {
+      round_end_ = *end;
+      return Outcome::kRoundEnded;
     }
-    if (control_->check({"abort"})) {
-      *remote_reason = to_string(control_->get("abort"));
-      return Outcome::kRemoteAbort;
+    const auto silent = rendezvous_->silent_members();
+    if (!silent.empty()) {
+      round_end_ =
+          end_for_failure(str_cat(node_names(silent), " sent no heartbeat for ",
+                                  format_duration_ms(config_.rdzv_conf.heartbeat_timeout().count()),
+                                  " (--rdzv_conf keep_alive_interval x keep_alive_max_attempt): declared dead"));
+      return Outcome::kRoundEnded;
+    }
+    const bool room = static_cast<int>(round_.nodes.size()) < config_.nnodes;
+    if (may_admit && room && std::chrono::steady_clock::now() - round_started_ >= config_.rdzv_conf.admit_interval) {
+      if (const int waiting = rendezvous_->nodes_waiting()) {
+        round_end_ = rendezvous_->end_round(RoundEndKind::kAdmission,
+                                            str_cat(waiting, " node", waiting > 1 ? "s" : "", " waiting to join"));
+        return Outcome::kRoundEnded;
+      }
     }
   } catch (const std::exception& e) {
     if (store_failed(e, "", remote_reason)) return Outcome::kRemoteAbort;
@@ -189,7 +272,7 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(int restart, std::s
   return std::nullopt;
 }
 
-LaunchAgent::Outcome LaunchAgent::monitor(int restart, Failure* failure, std::string* remote_reason) {
+LaunchAgent::Outcome LaunchAgent::monitor(Failure* failure, std::string* remote_reason) {
   auto next_store_check = std::chrono::steady_clock::now();
   while (true) {
     output_.pump(config_.monitor_interval);
@@ -206,7 +289,7 @@ LaunchAgent::Outcome LaunchAgent::monitor(int restart, Failure* failure, std::st
         continue;
       }
       if (!status->success()) {
-        *failure = Failure{config_.node_rank * config_.nproc_per_node + l, l, workers_[l].pid(), *status};
+        *failure = Failure{rank_of(l), l, workers_[l].pid(), *status};
         return Outcome::kLocalFailure;
       }
     }
@@ -215,7 +298,7 @@ LaunchAgent::Outcome LaunchAgent::monitor(int restart, Failure* failure, std::st
       return Outcome::kSucceeded;
     }
     if (std::chrono::steady_clock::now() >= next_store_check) {
-      if (auto remote = check_store(restart, remote_reason)) return *remote;
+      if (auto remote = check_store(/*may_admit=*/true, remote_reason)) return *remote;
       next_store_check = std::chrono::steady_clock::now() + config_.monitor_interval;
     }
   }
@@ -261,22 +344,25 @@ void LaunchAgent::drain_output() {
   }
 }
 
-LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string* remote_reason) {
+LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(std::string* remote_reason) {
   try {
-    if (!store_lost_) control_->set(str_cat("done/", restart, "/", config_.node_rank), {'1'});
+    if (!store_lost_) control_->set(str_cat("done/", placement_.node_rank), {'1'});
   } catch (const std::exception& e) {
     if (store_failed(e, " while reporting this node's success", remote_reason)) return Outcome::kRemoteAbort;
   }
   std::vector<std::string> done;
-  for (int n = 0; n < config_.nnodes; ++n) done.push_back(str_cat("done/", restart, "/", n));
-  // Other nodes may train for hours: no deadline here, but a failure or a lost store ends the wait.
+  for (int n = 0; n < placement_.nnodes; ++n) done.push_back(str_cat("done/", n));
+  // Other nodes may train for hours: no deadline here, but a failure, a silent node or a lost
+  // store ends the wait.
   while (true) {
     if (g_signal.load() != 0) return Outcome::kSignal;
     try {
-      if (control_->check(done)) {
-        // Node 0 hosts the store: it must leave last, or the others lose the store mid-check.
-        MemberContext who{config_.node_rank, config_.nnodes, "node", "ringrun exit"};
-        leave_barrier(*control_, str_cat("exit/", restart), who, config_.timeout.value_or(kDefaultTimeout));
+      if (!store_lost_ && control_->check(done)) {
+        // Waiting nodes learn that the job is over; then node 0 (which may host the store)
+        // leaves last, or the others would lose the store mid-check.
+        rendezvous_->end_round(RoundEndKind::kFinished, "");
+        MemberContext who{placement_.node_rank, placement_.nnodes, "node", "ringrun exit"};
+        leave_barrier(*control_, "exit", who, config_.timeout.value_or(kDefaultTimeout));
         return Outcome::kSucceeded;
       }
     } catch (const std::exception& e) {
@@ -288,7 +374,9 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(int restart, std::string*
       log("this node's workers succeeded; the store is gone, so the other nodes' results are not known here");
       return Outcome::kSucceeded;
     }
-    if (auto remote = check_store(restart, remote_reason)) return *remote;
+    if (auto remote = check_store(/*may_admit=*/false, remote_reason)) {
+      if (*remote != Outcome::kRoundEnded || round_end_.kind != RoundEndKind::kFinished) return *remote;
+    }
     std::this_thread::sleep_for(config_.monitor_interval);
   }
 }
@@ -302,31 +390,40 @@ int LaunchAgent::run() {
 int LaunchAgent::run_rounds() {
   open_store();
   settle_run_id();
-  const int world = config_.nnodes * config_.nproc_per_node;
-  log(str_cat("run ", placement_.run_id, ": ", config_.nproc_per_node, " worker", config_.nproc_per_node > 1 ? "s" : "",
-              " on node ", config_.node_rank, " of ", config_.nnodes, ", world size ", world, ", store ",
-              placement_.store_url.empty() ? str_cat("tcp://", placement_.master_addr, ":", placement_.master_port)
-                                           : parse_init_method(placement_.store_url).text));  // password masked
-  for (int restart = 0;; ++restart) {
+  const std::string workers = str_cat(config_.nproc_per_node, " worker", config_.nproc_per_node > 1 ? "s" : "");
+  const std::string store = placement_.store_url.empty()
+                                ? str_cat("tcp://", placement_.master_addr, ":", placement_.master_port)
+                                : parse_init_method(placement_.store_url).text;  // password masked
+  if (several_nodes()) {
+    const std::string nodes = config_.min_nnodes == config_.nnodes
+                                  ? std::to_string(config_.nnodes)
+                                  : str_cat(config_.min_nnodes, " to ", config_.nnodes);
+    log(str_cat("run ", run_id_, ": ", workers, " on this node, ", nodes, " nodes, store ", store));
+  } else {
+    log(str_cat("run ", run_id_, ": ", workers, " on node 0 of 1, world size ", config_.nproc_per_node, ", store ",
+                store));
+  }
+  while (true) {
+    if (auto status = join_generation()) return *status;
+    const int restart = round_.restart_count;
     start_workers(restart);
     Failure failure;
     std::string reason;
-    Outcome outcome = monitor(restart, &failure, &reason);
-    if (outcome == Outcome::kSucceeded && config_.nnodes > 1) outcome = wait_for_other_nodes(restart, &reason);
+    Outcome outcome = monitor(&failure, &reason);
+    if (outcome == Outcome::kSucceeded && several_nodes()) outcome = wait_for_other_nodes(&reason);
     switch (outcome) {
       case Outcome::kSucceeded:
+        if (!several_nodes()) rendezvous_->end_round(RoundEndKind::kFinished, "");
         remove_segments_left_by_workers();
         log("all workers succeeded");
         return 0;
       case Outcome::kSignal: {
         const int sig = g_signal.load();
         log(str_cat("received ", signal_name(sig), "; stopping the workers"));
-        if (config_.nnodes > 1) {
-          try {
-            control_->set("abort",
-                          to_bytes(str_cat("node ", config_.node_rank, "'s ringrun received ", signal_name(sig))));
-          } catch (const std::exception&) {
-          }
+        try {
+          rendezvous_->end_round(RoundEndKind::kAborted,
+                                 str_cat("node ", placement_.node_rank, "'s ringrun received ", signal_name(sig)));
+        } catch (const std::exception&) {
         }
         stop_workers(sig == SIGHUP ? SIGTERM : sig);
         return 128 + sig;
@@ -336,33 +433,32 @@ int LaunchAgent::run_rounds() {
         report_flight_recorder();
         stop_workers(SIGTERM);
         return 1;
-      case Outcome::kRemoteRestart:
-        if (restart >= config_.max_restarts) {
-          log("stopping: " + reason + " and no restarts are left here (--max_restarts " +
-              std::to_string(config_.max_restarts) + " differs between nodes?)");
+      case Outcome::kRoundEnded:
+        if (round_end_.kind == RoundEndKind::kAborted) {
+          log("stopping: " + round_end_.reason);
+          report_flight_recorder();
           stop_workers(SIGTERM);
           return 1;
         }
-        log(str_cat(reason, "; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts,
-                    ")"));
+        log(str_cat(
+            "generation ", round_.generation, " ended: ", round_end_.reason,
+            round_end_.kind == RoundEndKind::kFailure
+                ? str_cat("; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts, ")")
+                : "; restarting this node's workers to admit them (not counted as a restart)"));
+        if (round_end_.kind == RoundEndKind::kFailure) report_flight_recorder();
         stop_workers(SIGTERM);
         continue;
       case Outcome::kLocalFailure: {
         const std::string what = str_cat("rank ", failure.rank, " (local rank ", failure.local_rank, ", pid ",
                                          failure.pid, ") failed with ", failure.status.describe());
-        const bool restart_left = restart < config_.max_restarts;
-        if (config_.nnodes > 1) {
-          try {
-            if (restart_left) {
-              control_->set(str_cat("restart/", restart), to_bytes(str_cat("node ", config_.node_rank, ": ", what)));
-            } else {
-              control_->set("abort", to_bytes(str_cat("node ", config_.node_rank, ": ", what)));
-            }
-          } catch (const std::exception& e) {
-            log(str_cat("could not tell the other nodes through the store: ", e.what()));
-          }
+        RoundEnd end;
+        try {
+          end = end_for_failure(str_cat("node ", placement_.node_rank, ": ", what));
+        } catch (const std::exception& e) {
+          log(str_cat("could not tell the other nodes through the store: ", e.what()));
+          end.kind = round_.restart_count >= config_.max_restarts ? RoundEndKind::kAborted : RoundEndKind::kFailure;
         }
-        if (restart_left) {
+        if (end.kind != RoundEndKind::kAborted) {
           log(str_cat(what, "; stopping the others and restarting the group (restart ", restart + 1, " of ",
                       config_.max_restarts, ")"));
           report_flight_recorder();

@@ -1,11 +1,15 @@
 // LaunchAgent: what ringrun does on one node (see docs/launcher.md).
 //
 //  1. Opens the store: node 0 hosts a c10d::TCPStore (or all nodes open the file:// / redis://
-//     endpoint), agrees on a run id, and joins the agents' round (Note [Join rounds]).
+//     endpoint), agrees on a run id, and joins a generation of the elastic rendezvous, which
+//     gives this node its rank and the world size (Note [Elastic generations]).
 //  2. Starts --nproc_per_node workers with torchrun's variables and forwards their output.
-//  3. Watches them. When one fails, it stops the others (SIGTERM, then SIGKILL after
-//     --term_timeout) and either restarts the whole group with the next restart count (every
-//     node, told through the store) or, with no restarts left, ends with that worker's code.
+//  3. Watches them, and the other nodes through the store: their heartbeats, the generation's
+//     end, nodes waiting to be admitted. When a worker fails or a node goes silent, it stops its
+//     workers (SIGTERM, then SIGKILL after --term_timeout) and either joins the next generation
+//     (a restart, while --max_restarts allows) or, with none left, ends with the worker's code.
+//     Nodes waiting to join end the generation too (at most once per admit_interval), without
+//     using a restart.
 //  4. Passes SIGINT/SIGTERM (SIGHUP as SIGTERM) on to every worker and ends with 128 + signal.
 //  5. With several nodes, waits until every node's workers are done before leaving (node 0 keeps
 //     the store up for the others).
@@ -19,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include "rendezvous/elastic_rendezvous.h"
 #include "runtime/launch/launch_config.h"
 #include "runtime/launch/output_forwarder.h"
 #include "runtime/launch/subprocess.h"
@@ -47,7 +52,9 @@ class LaunchAgent {
     pid_t pid = 0;
     ExitStatus status;
   };
-  enum class Outcome { kSucceeded, kLocalFailure, kRemoteRestart, kRemoteAbort, kSignal };
+  // kRoundEnded: the generation ended elsewhere (or a member went silent); see round_end_.
+  // kRemoteAbort: node 0's TCP store is gone.
+  enum class Outcome { kSucceeded, kLocalFailure, kRoundEnded, kRemoteAbort, kSignal };
 
   void open_store();
   // "lost the store ..." naming the store (password masked) and what probably happened.
@@ -57,7 +64,12 @@ class LaunchAgent {
   // and this node carries on without cross-node checks (store_lost_).
   bool store_failed(const std::exception& e, const std::string& during, std::string* remote_reason);
   void settle_run_id();
+  // Joins the next generation and places this node in it (placement_, control_). Returns an
+  // exit status when the job cannot go on (too few nodes, the job ended before admitting it).
+  std::optional<int> join_generation();
   int run_rounds();
+  // Ends this generation for a failure: a restart while the job's budget allows, else an abort.
+  RoundEnd end_for_failure(const std::string& reason);
   // Flight recorder: asks the running workers for their files (SIGUSR1), waits up to a second for
   // them, and logs what `ringtrace` would say of this round's files.
   void report_flight_recorder();
@@ -68,23 +80,34 @@ class LaunchAgent {
   void remove_stale_reports() const;
   void merge_timeline() const;
   void start_workers(int restart);
-  Outcome monitor(int restart, Failure* failure, std::string* remote_reason);
-  Outcome wait_for_other_nodes(int restart, std::string* remote_reason);
-  std::optional<Outcome> check_store(int restart, std::string* remote_reason);
+  Outcome monitor(Failure* failure, std::string* remote_reason);
+  Outcome wait_for_other_nodes(std::string* remote_reason);
+  // The other nodes, through the store: the generation's end, silent members, nodes waiting
+  // (admitted only while `may_admit`).
+  std::optional<Outcome> check_store(bool may_admit, std::string* remote_reason);
   void stop_workers(int sig);
   void drain_output();
   // Shared-memory segments (runtime/comm/shm) of this run that workers killed mid set-up left.
   void remove_segments_left_by_workers() const;
   void log(const std::string& message) const;
 
+  bool several_nodes() const { return config_.nnodes > 1; }
+  int rank_of(int local_rank) const { return placement_.first_rank + local_rank; }
+
   const LaunchConfig config_;
   JobPlacement placement_;
+  std::string run_id_;  // as given or agreed; placement_.run_id adds the generation
+  std::unique_ptr<ElasticRendezvous> rendezvous_;
+  ElasticRound round_;
+  RoundEnd round_end_;  // with Outcome::kRoundEnded
+  std::chrono::steady_clock::time_point round_started_;
   int64_t round_started_us_ = 0;             // wall clock: the flight-recorder report reads files from then on
   bool store_lost_ = false;                  // an external store stopped answering: no more cross-node checks
   c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
-  c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/<round>/
+  c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/elastic/g<generation>/
   std::vector<Subprocess> workers_;
   std::vector<std::FILE*> logs_;  // one per local rank when --log_dir is given
+  int logs_first_rank_ = -1;      // the rank logs_[0] was opened for
   OutputForwarder output_;
 };
 

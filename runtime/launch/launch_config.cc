@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/parse.h"
+#include "rendezvous/elastic_settings.h"
 #include "rendezvous/init_method.h"
 
 namespace ringtorch {
@@ -17,17 +18,19 @@ std::string canonical_flag(std::string flag) {
   return flag;
 }
 
-int parse_nnodes(const std::string& value) {
-  // torchrun's elastic form MIN:MAX is accepted when MIN == MAX (a fixed size).
+// "N" or torchrun's elastic "MIN:MAX" into c->min_nnodes and c->nnodes (the maximum).
+void parse_nnodes(const std::string& value, LaunchConfig* c) {
   auto colon = value.find(':');
-  if (colon == std::string::npos) return parse_int_in_range(value, 1, 1 << 16, "--nnodes");
-  int lo = parse_int_in_range(value.substr(0, colon), 1, 1 << 16, "--nnodes minimum");
-  int hi = parse_int_in_range(value.substr(colon + 1), 1, 1 << 16, "--nnodes maximum");
-  if (lo != hi) {
-    throw InvalidArgumentError("--nnodes " + value +
-                               ": elastic membership (MIN != MAX) is not supported; give a fixed node count");
+  if (colon == std::string::npos) {
+    c->nnodes = c->min_nnodes = parse_int_in_range(value, 1, 1 << 16, "--nnodes");
+    return;
   }
-  return lo;
+  c->min_nnodes = parse_int_in_range(value.substr(0, colon), 1, 1 << 16, "--nnodes minimum");
+  c->nnodes = parse_int_in_range(value.substr(colon + 1), 1, 1 << 16, "--nnodes maximum");
+  if (c->min_nnodes > c->nnodes) {
+    throw InvalidArgumentError("--nnodes " + value +
+                               ": the minimum is above the maximum; give MIN:MAX with MIN <= MAX");
+  }
 }
 
 }  // namespace
@@ -40,7 +43,8 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
   const std::map<std::string, Setter> with_value = {
       {"__nproc_per_node",
        [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); }},
-      {"__nnodes", [&](const std::string& v) { c.nnodes = parse_nnodes(v); }},
+      {"__nnodes", [&](const std::string& v) { parse_nnodes(v, &c); }},
+      {"__rdzv_conf", [&](const std::string& v) { parse_rdzv_conf(v, &c.rdzv_conf); }},
       {"__node_rank", [&](const std::string& v) { c.node_rank = parse_int_in_range(v, 0, 1 << 16, "--node_rank"); }},
       {"__master_addr", [&](const std::string& v) { c.master_addr = v; }},
       {"__master_port",
@@ -117,6 +121,7 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
     throw InvalidArgumentError("--node_rank " + std::to_string(c.node_rank) + " is outside [0, " +
                                std::to_string(c.nnodes) + ") for --nnodes " + std::to_string(c.nnodes));
   }
+  if (c.standalone && c.min_nnodes != 1) throw InvalidArgumentError("--standalone runs one node: drop --nnodes");
   if (!c.rdzv_endpoint.empty() && c.rdzv_endpoint.find("://") == std::string::npos) {
     c.rdzv_endpoint = "tcp://" + c.rdzv_endpoint;  // torchrun's HOST:PORT form
   }
@@ -140,8 +145,13 @@ TORCHELASTIC_RESTART_COUNT and TORCHELASTIC_USE_AGENT_STORE=True set for each. N
 hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: ".
 
   --nproc_per_node N     workers on this node (default 1)
-  --nnodes N             nodes in the job (default 1; MIN:MAX accepted when MIN == MAX)
-  --node_rank R          this node's index in [0, nnodes) (default 0)
+  --nnodes N|MIN:MAX     nodes in the job (default 1); MIN:MAX: elastic, the job goes on with
+                         any number of nodes from MIN to MAX (nodes may leave and join)
+  --node_rank R          this node's place in [0, nnodes) (default 0): nodes are ordered by it,
+                         then by their id; with tcp:// node 0 hosts the store
+  --rdzv_conf K=V,...    rendezvous settings in seconds: join_timeout (600), last_call_timeout
+                         (30), keep_alive_interval (5), keep_alive_max_attempt (3),
+                         admit_interval (10)
   --master_addr HOST     address of node 0 (default 127.0.0.1)
   --master_port PORT     port of the store on node 0 (default 29500)
   --rdzv_endpoint URL    the store instead: tcp://HOST:PORT (hosted by node 0), file:///PATH,
@@ -150,7 +160,8 @@ hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: 
   --standalone           one node; the store on 127.0.0.1 at a free port
   --run_id ID            the job's id (alias --rdzv_id); generated when absent, required with a
                          file:// or redis:// endpoint and several nodes
-  --max_restarts N       restart the whole group up to N times when a worker fails (default 0)
+  --max_restarts N       restart the whole group up to N times when a worker fails or a node is
+                         lost (default 0; admitting a new node does not count)
   --log_dir DIR          also append each rank's output to DIR/rank_N.log; flight-recorder
                          files go to DIR/flight_recorder
   --timeline FILE        each worker records a timeline (a Chrome trace: steps, DDP buckets,

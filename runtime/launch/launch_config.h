@@ -8,11 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/elastic_settings.h"
+
 namespace ringtorch {
 
 struct LaunchConfig {
   int nproc_per_node = 1;
-  int nnodes = 1;
+  int nnodes = 1;             // --nnodes N, or the maximum of MIN:MAX
+  int min_nnodes = 1;         // the minimum of --nnodes MIN:MAX (== nnodes for a fixed count)
+  ElasticSettings rdzv_conf;  // --rdzv_conf (min/max nodes are taken from --nnodes)
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;

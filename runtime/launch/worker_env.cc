@@ -8,15 +8,15 @@ namespace ringtorch {
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& c, const JobPlacement& p, int local_rank,
                                                       bool omp_threads_already_set) {
-  const int rank = c.node_rank * c.nproc_per_node + local_rank;
-  const int world = c.nnodes * c.nproc_per_node;
+  const int rank = p.first_rank + local_rank;
+  const int world = p.world_size;
   std::map<std::string, std::string> env = {
       {"RANK", std::to_string(rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_WORLD_SIZE", std::to_string(c.nproc_per_node)},
-      {"GROUP_RANK", std::to_string(c.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(c.nnodes)},
+      {"GROUP_RANK", std::to_string(p.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(p.nnodes)},
       {"ROLE_NAME", "default"},
       {"ROLE_RANK", std::to_string(rank)},
       {"ROLE_WORLD_SIZE", std::to_string(world)},

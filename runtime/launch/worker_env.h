@@ -18,6 +18,11 @@ struct JobPlacement {
   std::string store_url;            // file:// or redis:// endpoint; empty for the node-0 TCP store
   std::string flight_recorder_dir;  // RINGTORCH_FLIGHT_RECORDER_DIR for the workers
   std::string timeline;             // the merged timeline's path; empty: no timeline
+  // This generation's membership (Note [Elastic generations]): may change between restarts.
+  int node_rank = 0;   // GROUP_RANK
+  int nnodes = 1;      // GROUP_WORLD_SIZE
+  int first_rank = 0;  // RANK of local rank 0
+  int world_size = 1;  // WORLD_SIZE
 };
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,

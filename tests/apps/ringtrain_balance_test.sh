@@ -29,7 +29,7 @@ PY
 
 # A new split on resume: weights are not part of the checkpoint.
 out=$(run --model mlp --epochs 2 --balance 1:3 --checkpoint-dir "$dir/ck" --resume) || { echo "$out"; exit 1; }
-grep -q "Resumed from epoch 1" <<<"$out" && grep -q "rank 0 cpu 32/128, rank 1 cpu 96/128" <<<"$out" &&
+grep -q "resumed at epoch 2 step" <<<"$out" && grep -q "rank 0 cpu 32/128, rank 1 cpu 96/128" <<<"$out" &&
   grep -q "Rank 1, Epoch \[2/2\]" <<<"$out" || { echo "$out"; echo "FAILED: resume with a new split"; exit 1; }
 
 out=$(run --model mlp --epochs 2 --balance auto --max-train-samples 12800) || { echo "$out"; exit 1; }

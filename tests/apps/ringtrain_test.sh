@@ -26,7 +26,7 @@ PY
 
 # The resumed run also draws the progress bar (forced: ringrun's pipes are no terminal).
 out=$(run --model mlp --epochs 2 --checkpoint-dir "$dir/ck" --resume --progress bar) || { echo "$out"; exit 1; }
-grep -q "Resumed from epoch 1" <<<"$out" || { echo "$out"; echo "FAILED: no resume"; exit 1; }
+grep -q "resumed at epoch 2 step" <<<"$out" || { echo "$out"; echo "FAILED: no resume"; exit 1; }
 if grep -q "Epoch \[1/2\]" <<<"$out"; then echo "$out"; echo "FAILED: epoch 1 ran again"; exit 1; fi
 grep -q $'\repoch 2/2 \[####################\] 100%  60000/60000' <<<"$out" ||
   { echo "$out" | cat -A | head -20; echo "FAILED: no progress bar"; exit 1; }

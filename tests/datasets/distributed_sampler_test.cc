@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -94,6 +95,41 @@ TEST(DistributedSampler, RanksPartitionAPaddedEpoch) {
     }
     EXPECT_EQ(total, drop_last ? 15 : 18);
   }
+}
+
+// Note [Resuming inside an epoch]: 3 ranks train k steps of batch b, the job restarts with 2
+// ranks from the recorded position k x b x 3: every index of the epoch is trained exactly once,
+// apart from the padding that evens out the second run's ranks.
+TEST(DistributedSampler, ResumingWithAnotherWorldSizeTrainsTheRestOfTheEpochOnce) {
+  const int64_t size = 1000, batch = 8, steps_before = 20;
+  const SamplerOptions options{true, 3, false};
+  std::vector<int> trained(size, 0);
+  for (int r = 0; r < 3; ++r) {
+    DistributedSampler before(size, 3, r, options);
+    before.set_epoch(5);
+    const auto mine = before.indices();
+    for (int64_t i = 0; i < steps_before * batch; ++i) trained[mine[i]]++;
+  }
+  int64_t padded = 0;
+  for (int r = 0; r < 2; ++r) {
+    DistributedSampler after(size, 2, r, options);
+    after.set_epoch(5);
+    after.set_start(steps_before * batch * 3);
+    EXPECT_EQ(after.num_samples(), (size - 480 + 1) / 2);
+    for (int64_t i : after.indices()) trained[i]++;
+    padded += after.num_samples();
+  }
+  EXPECT_EQ(padded, 520) << "520 left for 2 ranks: no padding";
+  EXPECT_TRUE(std::all_of(trained.begin(), trained.end(), [](int n) { return n == 1; }));
+  DistributedSampler whole(size, 2, 0, options);
+  whole.set_epoch(5);
+  whole.set_start(480);
+  whole.set_start(0);
+  DistributedSampler plain(size, 2, 0, options);
+  plain.set_epoch(5);
+  EXPECT_EQ(whole.indices(), plain.indices()) << "start 0: the whole epoch";
+  EXPECT_EQ(whole.num_samples(), 500);
+  EXPECT_THROW(whole.set_start(size + 1), InvalidArgumentError);
 }
 
 TEST(DistributedSampler, BadArgumentsAreNamed) {

@@ -122,6 +122,25 @@ TEST(WeightedDistributedSampler, DeterministicPerEpochAndDifferentAcrossEpochs) 
   EXPECT_EQ(a.steps_per_epoch(), 16);  // ceil(500 / 32), padded
 }
 
+TEST(WeightedDistributedSampler, AResumedEpochDealsOutOnlyWhatWasNotTrained) {
+  // 90 of the epoch's 100 indices trained (by any world size and batch); the restart has 2 ranks
+  // and a global batch of 16: one step of the last 10, padded with the first 6 of them.
+  const SamplerOptions options{true, 1, false};
+  const std::vector<int64_t> order = epoch_order(100, options, 2);
+  std::vector<int> trained(100, 0);
+  for (int r = 0; r < 2; ++r) {
+    WeightedDistributedSampler s(100, 16, r, 2, options);
+    s.set_epoch(2, 90);
+    ASSERT_EQ(s.steps_per_epoch(), 1);
+    for (int64_t i : s.step_indices(0)) trained[i]++;
+    s.set_epoch(3);
+    EXPECT_EQ(s.steps_per_epoch(), 7) << "the next epoch is whole again";
+  }
+  for (int k = 0; k < 100; ++k) EXPECT_EQ(trained[order[k]], k < 90 ? 0 : k < 96 ? 2 : 1) << "position " << k;
+  WeightedDistributedSampler s(100, 16, 0, 2, options);
+  EXPECT_THROW(s.set_epoch(0, 101), InvalidArgumentError);
+}
+
 TEST(WeightedDistributedSampler, BadSplitsAndSizesAreRefused) {
   WeightedDistributedSampler s(100, 10, 0, 2);
   EXPECT_THROW(s.set_split({5, 4}), InvalidArgumentError);                       // sums to 9

@@ -190,8 +190,8 @@ case_worker_kill9_restart() {
   kill -9 "$(worker_pid "$job" 1)"
   wait_exit "$job" 180
   rc=$status
-  if [ "$rc" = 0 ] && grep -q "restart 1 of 1" "$log" && grep -q "Resumed from epoch" "$log" && grep -q '"final_loss"' "$log"; then
-    verdict worker_kill9_restart PASS "$expect" "exit 0; $(grep -m1 -o 'Resumed from epoch.*' "$log")"
+  if [ "$rc" = 0 ] && grep -q "restart 1 of 1" "$log" && grep -q "resumed at epoch" "$log" && grep -q '"final_loss"' "$log"; then
+    verdict worker_kill9_restart PASS "$expect" "exit 0; $(grep -m1 -o "resumed at epoch.*" "$log")"
   else
     verdict worker_kill9_restart FAIL "$expect" "exit $rc"
   fi
@@ -245,7 +245,7 @@ checkpoint_case() {  # KIND
   newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
   damage "$1" "$newest"
   rc=$(resume "$dir" 3)
-  if [ "$rc" = 0 ] && grep -q "skipping checkpoint $newest" "$log" && grep -q "Resumed from epoch 1 " "$log" &&
+  if [ "$rc" = 0 ] && grep -q "skipping checkpoint $newest" "$log" && grep -q "resumed at epoch 2 step" "$log" &&
     ! grep -q "Epoch \[1/3\]" "$log"; then
     verdict "$name" PASS "$expect" "$(grep -m1 -o 'skipping checkpoint [^ ]*: .*' "$log" | sed "s|$work/||g" | cut -c1-130)"
   else

@@ -40,6 +40,16 @@ TEST(LaunchConfig, EndpointForms) {
   EXPECT_EQ(parse({"--rdzv_endpoint", "node0:29400", "p"}).rdzv_endpoint, "tcp://node0:29400");
   EXPECT_EQ(parse({"--rdzv_endpoint=redis://r:6379/1", "p"}).rdzv_endpoint, "redis://r:6379/1");
   EXPECT_EQ(parse({"--nnodes=2:2", "p"}).nnodes, 2);
+  auto elastic = parse({"--nnodes=2:3", "--rdzv_conf",
+                        "join_timeout=20,last_call_timeout=0.5,keep_alive_interval=1,"
+                        "keep_alive_max_attempt=2,admit_interval=4",
+                        "p"});
+  EXPECT_EQ(elastic.min_nnodes, 2);
+  EXPECT_EQ(elastic.nnodes, 3);
+  EXPECT_EQ(elastic.rdzv_conf.join_timeout.count(), 20000);
+  EXPECT_EQ(elastic.rdzv_conf.last_call_timeout.count(), 500);
+  EXPECT_EQ(elastic.rdzv_conf.heartbeat_timeout().count(), 2000);
+  EXPECT_EQ(elastic.rdzv_conf.admit_interval.count(), 4000);
   EXPECT_EQ(parse({"--", "--program-with-dashes"}).program.front(), "--program-with-dashes");
 }
 
@@ -58,7 +68,9 @@ TEST(LaunchConfig, BadFlagsNameTheProblem) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--nproc_per_node", "0", "p"}, "--nproc_per_node: 0 is outside"},
       {{"--nproc_per_node", "two", "p"}, "not an integer"},
-      {{"--nnodes", "1:4", "p"}, "elastic membership"},
+      {{"--nnodes", "4:1", "p"}, "the minimum is above the maximum"},
+      {{"--rdzv_conf", "join_timeout=x", "p"}, "--rdzv_conf join_timeout"},
+      {{"--rdzv_conf", "close_timeout=5", "p"}, "unknown key 'close_timeout'"},
       {{"--node_rank", "2", "--nnodes", "2", "p"}, "--node_rank 2 is outside [0, 2)"},
       {{"--frobnicate", "p"}, "unknown flag --frobnicate"},
       {{"--nproc_per_node"}, "needs a value"},
@@ -83,6 +95,10 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   auto c = parse(
       {"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
   JobPlacement p{"run7", 2, "10.0.0.1", 29400, "", "/logs/flight_recorder", "/out/run.json"};
+  p.node_rank = 1;  // as the elastic rendezvous placed it
+  p.nnodes = 2;
+  p.first_rank = 2;
+  p.world_size = 4;
   auto env = worker_environment(c, p, 1, false);
   const std::map<std::string, std::string> expected = {{"RANK", "3"},
                                                        {"LOCAL_RANK", "1"},

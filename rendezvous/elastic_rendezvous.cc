@@ -1,0 +1,294 @@
+#include "rendezvous/elastic_rendezvous.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "base/error.h"
+#include "rendezvous/store_wait.h"
+
+namespace ringtorch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::chrono::milliseconds kPoll{50};
+
+std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
+std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+std::string node_list(const std::vector<ElasticNode>& nodes) {
+  std::string out;
+  for (size_t i = 0; i < nodes.size(); ++i) out += (i ? ", " : "") + nodes[i].describe();
+  return out.empty() ? "none" : out;
+}
+
+std::string seconds_text(std::chrono::milliseconds d) { return format_duration_ms(d.count()); }
+
+}  // namespace
+
+std::string ElasticNode::describe() const { return str_cat("node '", id, "' (--node_rank ", rank_hint, ")"); }
+
+std::string ElasticNode::encode() const { return str_cat(id, "\t", rank_hint, "\t", nproc, "\t", host); }
+
+std::optional<ElasticNode> ElasticNode::decode(const std::string& line) {
+  std::stringstream in(line);
+  ElasticNode n;
+  std::string hint, nproc;
+  if (!std::getline(in, n.id, '\t') || !std::getline(in, hint, '\t') || !std::getline(in, nproc, '\t')) {
+    return std::nullopt;
+  }
+  std::getline(in, n.host);
+  try {
+    n.rank_hint = std::stoi(hint);
+    n.nproc = std::stoi(nproc);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return n;
+}
+
+int ElasticRound::world_size() const {
+  int w = 0;
+  for (const auto& n : nodes) w += n.nproc;
+  return w;
+}
+
+int ElasticRound::first_rank() const {
+  int r = 0;
+  for (int i = 0; i < node_rank; ++i) r += nodes[static_cast<size_t>(i)].nproc;
+  return r;
+}
+
+const char* round_end_name(RoundEndKind kind) {
+  switch (kind) {
+    case RoundEndKind::kFailure:
+      return "failure";
+    case RoundEndKind::kAdmission:
+      return "admission";
+    case RoundEndKind::kFinished:
+      return "finished";
+    case RoundEndKind::kAborted:
+      return "aborted";
+  }
+  return "?";
+}
+
+ElasticRendezvous::ElasticRendezvous(c10::intrusive_ptr<c10d::Store> scope, ElasticNode me, ElasticSettings settings,
+                                     std::function<void(const std::string&)> log)
+    : scope_(std::move(scope)), me_(std::move(me)), settings_(settings), log_(std::move(log)) {}
+
+std::string ElasticRendezvous::key(int generation, const std::string& name) const {
+  return str_cat("g", generation, "/", name);
+}
+
+void ElasticRendezvous::heartbeat() {
+  const auto now = Clock::now();
+  if (last_beat_ != Clock::time_point{} && now - last_beat_ < settings_.keep_alive_interval) return;
+  scope_->add("hb/" + me_.id, 1);
+  last_beat_ = now;
+}
+
+bool ElasticRendezvous::silent(const ElasticNode& node) {
+  if (node.id == me_.id) return false;
+  const int64_t value = scope_->add("hb/" + node.id, 0);
+  const auto now = Clock::now();
+  Seen& seen = seen_[node.id];
+  if (seen.value != value) seen = Seen{value, now};
+  return now - seen.changed >= settings_.heartbeat_timeout();
+}
+
+int ElasticRendezvous::first_open_generation() {
+  int g = 0;
+  while (scope_->check({key(g, "members")})) ++g;
+  return g;
+}
+
+std::vector<ElasticNode> ElasticRendezvous::registrants(int generation) {
+  const int64_t count = scope_->add(key(generation, "joined"), 0);
+  std::vector<ElasticNode> nodes;
+  for (int64_t t = 0; t < count; ++t) {
+    const std::string k = key(generation, str_cat("node/", t));
+    if (!scope_->check({k})) continue;  // took a ticket, not yet written (or died in between)
+    if (auto n = ElasticNode::decode(to_string(scope_->get(k)))) nodes.push_back(*n);
+  }
+  return nodes;
+}
+
+std::vector<ElasticNode> ElasticRendezvous::members(int generation) {
+  std::vector<ElasticNode> nodes;
+  if (!scope_->check({key(generation, "members")})) return nodes;
+  std::stringstream in(to_string(scope_->get(key(generation, "members"))));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto n = ElasticNode::decode(line)) nodes.push_back(*n);
+  }
+  return nodes;
+}
+
+std::optional<RoundEnd> ElasticRendezvous::end_of(int generation) {
+  const std::string k = key(generation, "end");
+  if (!scope_->check({k})) return std::nullopt;
+  const std::string text = to_string(scope_->get(k));
+  const auto tab = text.find('\t');
+  const std::string kind = text.substr(0, tab);
+  RoundEnd end;
+  end.reason = tab == std::string::npos ? "" : text.substr(tab + 1);
+  for (auto k2 : {RoundEndKind::kFailure, RoundEndKind::kAdmission, RoundEndKind::kFinished, RoundEndKind::kAborted}) {
+    if (kind == round_end_name(k2)) end.kind = k2;
+  }
+  return end;
+}
+
+bool ElasticRendezvous::generation_over(int generation) {
+  if (end_of(generation)) return true;
+  // Every member silent: the whole job died without writing an end (all its nodes killed).
+  const auto nodes = members(generation);
+  return std::all_of(nodes.begin(), nodes.end(), [&](const ElasticNode& n) { return silent(n); });
+}
+
+int ElasticRendezvous::restart_count_before(int generation) {
+  int count = 0;
+  for (int h = generation - 1; h >= 0; --h) {
+    const auto end = end_of(h);
+    if (!end || end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted) break;  // a job before
+    if (end->kind == RoundEndKind::kFailure) ++count;
+  }
+  return count;
+}
+
+bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_point>* enough_since) {
+  if (scope_->check({key(generation, "members")})) return true;
+  // Nodes that registered while the previous generation runs wait for it to end.
+  if (generation > 0 && !generation_over(generation - 1)) {
+    enough_since->reset();
+    return false;
+  }
+  std::vector<ElasticNode> live;
+  for (auto& n : registrants(generation)) {
+    if (!silent(n)) live.push_back(std::move(n));
+  }
+  const int n = static_cast<int>(live.size());
+  bool close = false;
+  if (n >= settings_.max_nodes) {
+    live.resize(static_cast<size_t>(settings_.max_nodes));  // the first to arrive; the rest wait for the next
+    close = true;
+  } else if (n >= settings_.min_nodes) {
+    if (!*enough_since) *enough_since = Clock::now();
+    close = Clock::now() - **enough_since >= settings_.last_call_timeout;
+  } else {
+    enough_since->reset();
+  }
+  if (!close) return false;
+  std::sort(live.begin(), live.end(), [](const ElasticNode& a, const ElasticNode& b) {
+    return a.rank_hint != b.rank_hint ? a.rank_hint < b.rank_hint : a.id < b.id;
+  });
+  std::string text;
+  for (const auto& node : live) text += node.encode() + "\n";
+  scope_->compareSet(key(generation, "members"), {}, to_bytes(text));  // the first writer's list stands
+  return true;
+}
+
+void ElasticRendezvous::throw_join_timeout(int generation) {
+  std::vector<ElasticNode> live;
+  for (auto& n : registrants(generation)) {
+    if (!silent(n)) live.push_back(std::move(n));
+  }
+  std::string message = str_cat("rendezvous generation ", generation, ": ", live.size(), " node",
+                                live.size() == 1 ? "" : "s", " (", node_list(live), ") of the ", settings_.min_nodes,
+                                " needed (--nnodes ", settings_.min_nodes, ":", settings_.max_nodes, ") after ",
+                                seconds_text(settings_.join_timeout), " (--rdzv_conf join_timeout=SECONDS)");
+  if (generation > 0 && !generation_over(generation - 1)) {
+    message += str_cat("; generation ", generation - 1, " still runs (", node_list(members(generation - 1)),
+                       ") and did not admit this node: it is full (--nnodes maximum) or admits at most once per "
+                       "--rdzv_conf admit_interval");
+  } else if (generation > 0) {
+    std::vector<ElasticNode> missing;
+    for (const auto& m : members(generation - 1)) {
+      const bool back = std::any_of(live.begin(), live.end(), [&](const ElasticNode& n) { return n.id == m.id; });
+      if (!back) missing.push_back(m);
+    }
+    message += str_cat("; missing since generation ", generation - 1, ": ", node_list(missing),
+                       " (dead, or pointed at another store; start a replacement node with the same --run_id)");
+  } else {
+    message += "; start the other nodes with the same --run_id and --rdzv_endpoint";
+  }
+  throw TimeoutError(message);
+}
+
+ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
+  const auto start = Clock::now();
+  int g = first_open_generation();
+  // A node that arrives while a generation runs waits for it; one that arrives after the job
+  // under this run id finished (or aborted, or died whole) starts a new job.
+  bool waiting_for_running_job = g > 0 && !generation_over(g - 1);
+  auto register_in = [&](int generation) {
+    const int64_t ticket = scope_->add(key(generation, "joined"), 1) - 1;
+    scope_->set(key(generation, str_cat("node/", ticket)), to_bytes(me_.encode()));
+  };
+  heartbeat();
+  register_in(g);
+  if (waiting_for_running_job) {
+    log_(str_cat("generation ", g - 1, " is running (", node_list(members(g - 1)),
+                 "); waiting to be admitted in generation ", g));
+  }
+  std::optional<Clock::time_point> enough_since;
+  while (true) {
+    tick();
+    heartbeat();
+    if (try_close(g, &enough_since)) {
+      auto list = members(g);
+      const auto mine = std::find_if(list.begin(), list.end(), [&](const ElasticNode& n) { return n.id == me_.id; });
+      if (mine != list.end()) {
+        generation_ = g;
+        members_ = list;
+        ElasticRound round;
+        round.generation = g;
+        round.restart_count = restart_count_before(g);
+        round.node_rank = static_cast<int>(mine - list.begin());
+        round.nodes = std::move(list);
+        return round;
+      }
+      log_(str_cat("generation ", g, " closed without this node (", list.size(),
+                   " nodes, --nnodes maximum reached or it arrived late); waiting for generation ", g + 1));
+      ++g;
+      register_in(g);
+      enough_since.reset();
+      waiting_for_running_job = true;
+      continue;
+    }
+    if (waiting_for_running_job) {
+      if (auto end = end_of(g - 1);
+          end && (end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted)) {
+        throw RendezvousClosed(*end, str_cat("the job ", end->kind == RoundEndKind::kFinished ? "finished" : "aborted",
+                                             " in generation ", g - 1, " while this node waited to be admitted",
+                                             end->reason.empty() ? "" : " (" + end->reason + ")"));
+      }
+    }
+    if (Clock::now() - start > settings_.join_timeout) throw_join_timeout(g);
+    std::this_thread::sleep_for(kPoll);
+  }
+}
+
+std::vector<ElasticNode> ElasticRendezvous::silent_members() {
+  std::vector<ElasticNode> out;
+  for (const auto& m : members_) {
+    if (silent(m)) out.push_back(m);
+  }
+  return out;
+}
+
+int ElasticRendezvous::nodes_waiting() {
+  int n = 0;
+  for (const auto& r : registrants(generation_ + 1)) n += silent(r) ? 0 : 1;
+  return n;
+}
+
+RoundEnd ElasticRendezvous::end_round(RoundEndKind kind, const std::string& reason) {
+  scope_->compareSet(key(generation_, "end"), {}, to_bytes(str_cat(round_end_name(kind), "\t", reason)));
+  return *end_of(generation_);
+}
+
+std::optional<RoundEnd> ElasticRendezvous::round_end() { return end_of(generation_); }
+
+}  // namespace ringtorch

@@ -1,0 +1,137 @@
+// Elastic rendezvous: which nodes form the job, generation after generation, over any store.
+//
+// Note [Elastic generations]
+// A job is a sequence of generations (rounds). Every node's agent joins the first generation
+// that has not closed yet: it takes a ticket from the generation's counter and writes its
+// descriptor. A generation closes, once the previous one is over, as soon as max_nodes live
+// nodes have joined, or min_nodes have and no one else came for last_call_timeout; the first
+// agent to write the member list (compareSet) wins, so all agents agree on it. Nodes that came
+// too late (or beyond max_nodes) register in the next generation and wait there: the running
+// agents see them waiting and may end their generation to admit them. A generation ends with a
+// record written once (compareSet): a failure (a worker failed, or a member stopped sending
+// heartbeats), an admission, the finish of the job, or an abort; the survivors then join the
+// next generation. Node ranks follow the order (--node_rank given, node id), so nodes that give
+// distinct --node_rank keep them, and the rest are ordered the same way by every agent.
+//
+// Liveness without synchronised clocks: each agent bumps its counter "hb/<node id>" every
+// keep_alive_interval; an agent declares a member silent when, by its own steady clock, the
+// counter has not moved for keep_alive_interval x keep_alive_max_attempt.
+//
+// Restarts are counted by the job, not by each agent: the restart count of generation g is the
+// number of failure ends since the job's first generation (after the previous job under the same
+// run id finished or aborted), so a node that joins late agrees on the remaining budget.
+//
+// Keys, under the store given (prefixed for the run):
+//   g<G>/joined          ticket counter        g<G>/node/<ticket>   "id\thint\tnproc\thost"
+//   g<G>/members         one descriptor a line, in node-rank order (written once)
+//   g<G>/end             "<kind>\t<reason>" (written once)           hb/<node id>   counter
+//
+// Thread-safety: none; one agent thread uses an instance. Store calls may throw (store lost).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
+
+#include "rendezvous/elastic_settings.h"
+
+namespace ringtorch {
+
+struct ElasticNode {
+  std::string id;     // unique per agent: "<hostname>:<pid>"
+  int rank_hint = 0;  // --node_rank as given
+  int nproc = 1;      // workers on this node
+  std::string host;   // for messages
+
+  // "node 'host:123' (--node_rank 1)"
+  std::string describe() const;
+  std::string encode() const;
+  static std::optional<ElasticNode> decode(const std::string& line);
+};
+
+struct ElasticRound {
+  int generation = 0;
+  int restart_count = 0;           // failure ends since the job's first generation
+  std::vector<ElasticNode> nodes;  // index = node rank
+  int node_rank = 0;               // this node's index in `nodes`
+
+  int world_size() const;
+  int first_rank() const;  // global rank of this node's local rank 0
+};
+
+enum class RoundEndKind { kFailure, kAdmission, kFinished, kAborted };
+const char* round_end_name(RoundEndKind kind);
+
+struct RoundEnd {
+  RoundEndKind kind = RoundEndKind::kFailure;
+  std::string reason;
+};
+
+class ElasticRendezvous {
+ public:
+  // `scope`: the store prefixed for the run. Logs (waits, late arrivals) go to `log`.
+  ElasticRendezvous(c10::intrusive_ptr<c10d::Store> scope, ElasticNode me, ElasticSettings settings,
+                    std::function<void(const std::string&)> log);
+
+  // Joins the next open generation and returns once it closed with this node in it. `tick` runs
+  // at every poll (it may throw to give up, e.g. on a signal). Throws TimeoutError when fewer
+  // than min_nodes were there for join_timeout (naming the nodes missing since the previous
+  // generation), and RendezvousClosed when the job this node waited to join finished or aborted.
+  ElasticRound join(const std::function<void()>& tick);
+
+  // Bumps this node's heartbeat counter once keep_alive_interval has passed since the last.
+  void heartbeat();
+  // Members of the current generation (this node excluded) silent for the heartbeat timeout.
+  std::vector<ElasticNode> silent_members();
+  // Live nodes registered in the next generation, waiting to be admitted.
+  int nodes_waiting();
+  // Ends the current generation unless it already ended; returns the end that stands.
+  RoundEnd end_round(RoundEndKind kind, const std::string& reason);
+  // The current generation's end; nullopt while it runs.
+  std::optional<RoundEnd> round_end();
+
+  const ElasticSettings& settings() const { return settings_; }
+
+ private:
+  struct Seen {
+    int64_t value = -1;
+    std::chrono::steady_clock::time_point changed;
+  };
+  std::string key(int generation, const std::string& name) const;
+  int first_open_generation();
+  // How many failure ends lie between the job's first generation and `generation`.
+  int restart_count_before(int generation);
+  bool silent(const ElasticNode& node);
+  std::vector<ElasticNode> registrants(int generation);
+  std::vector<ElasticNode> members(int generation);
+  std::optional<RoundEnd> end_of(int generation);
+  bool generation_over(int generation);
+  // Closes `generation` when its rule is met; true when its member list exists.
+  bool try_close(int generation, std::optional<std::chrono::steady_clock::time_point>* enough_since);
+  [[noreturn]] void throw_join_timeout(int generation);
+
+  c10::intrusive_ptr<c10d::Store> scope_;
+  const ElasticNode me_;
+  const ElasticSettings settings_;
+  std::function<void(const std::string&)> log_;
+  int generation_ = -1;  // the current (last joined) generation
+  std::vector<ElasticNode> members_;
+  std::map<std::string, Seen> seen_;  // heartbeat counters by node id
+  std::chrono::steady_clock::time_point last_beat_{};
+};
+
+// The job this node waited to join ended before admitting it.
+class RendezvousClosed : public std::runtime_error {
+ public:
+  RendezvousClosed(RoundEnd end, const std::string& message) : std::runtime_error(message), end_(std::move(end)) {}
+  const RoundEnd& end() const { return end_; }
+
+ private:
+  RoundEnd end_;
+};
+
+}  // namespace ringtorch
