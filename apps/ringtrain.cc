@@ -1,7 +1,10 @@
 // ringtrain: the seeds' training program (DDP on Fashion-MNIST and friends) in C++.
 // Flags -> TrainerOptions -> ringtorch::train (apps/trainer/trainer.h).
 //   ringrun --standalone --nproc_per_node 2 --use_env ringtrain --model lenet --epochs 3
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -9,6 +12,7 @@
 #include "apps/trainer/job_config.h"
 #include "apps/trainer/trainer.h"
 #include "base/error.h"
+#include "rendezvous/elastic_worker.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/trace/timeline.h"
@@ -21,6 +25,7 @@ const char kUsage[] =
     "                 [--momentum X] [--weight-decay X] [--optimizer sgd|adam] [--seed N] [--threads N]\n"
     "                 [--device auto|cpu|cuda|cuda:N] [--gpus ID,ID,... (DataParallel in the process)]\n"
     "                 [--checkpoint-dir DIR] [--checkpoint-every-steps N] [--resume]\n"
+    "                 [--elastic restart|in-process] [--commit-every-steps N (in-process: default 10)]\n"
     "                 [--metrics FILE] [--progress auto|bar|lines|off]\n"
     "                 [--timeline FILE (Chrome trace of every rank)] [--plot FILE.svg (loss, accuracy, samples/s)]\n"
     "                 [--log-interval N] [--init-method URL] [--timeout SECONDS]\n"
@@ -32,6 +37,48 @@ const char kUsage[] =
     "epoch, the test accuracy, a per-rank table (samples/s, compute, communication wait), and a final\n"
     "JSON line (world size, samples/s, epoch times, loss, accuracy, per-rank times and parameter\n"
     "checksums).\n";
+
+// --elastic in-process: when a peer is lost (or a node joins), the ranks that are left drop
+// their group, wait for the next generation of the elastic ringrun, make a new group and go on
+// from the newest state any of them committed (Note [In-process recovery], docs/ARCHITECTURE.md).
+int train_recovering_in_process(const ringtorch::TrainerOptions& o, const ringtorch::RendezvousOptions& options,
+                                ringtorch::Rendezvous rdzv, std::shared_ptr<ringtorch::ProcessGroup> group) {
+  ringtorch::ElasticState state;
+  ringtorch::RendezvousOptions current = options;  // the next generation's rank and world size, once there is one
+  while (true) {
+    auto worker = ringtorch::ElasticWorker::from_environment(rdzv, current.env);
+    if (!worker) {
+      throw ringtorch::InvalidArgumentError(
+          "--elastic in-process needs an elastic ringrun (RINGTORCH_ELASTIC_RUN is not set): launch with ringrun "
+          "--nnodes N or MIN:MAX, or drop --elastic in-process");
+    }
+    const std::string who = rdzv.describe();
+    try {
+      ringtorch::ElasticHooks hooks{&state, o.commit_every_steps, [&] { return worker->generation_ended(); }};
+      const auto report = ringtorch::train(o, *group, hooks);
+      if (group->rank() == 0) std::printf("%s\n", report.to_json().c_str());
+      return 0;
+    } catch (const ringtorch::MembershipChanged& e) {
+      std::printf("[ringtorch] %sgeneration %d: %s; making a new group in this process\n", who.c_str(),
+                  worker->generation(), e.what());
+    } catch (const ringtorch::Error& e) {
+      if (e.kind() != ringtorch::ErrorKind::kPeerLost && e.kind() != ringtorch::ErrorKind::kTimeout) throw;
+      const std::string what = e.what();
+      std::printf("[ringtorch] %slost a peer at step %lld (last commit: step %lld), recovering in this process: %s\n",
+                  who.c_str(), (long long)state.reached_step(), (long long)state.committed_step(),
+                  what.substr(0, what.find('\n')).c_str());
+      worker->report_lost(
+          ringtorch::str_cat(who, "lost a peer: ", what.substr(0, std::min<size_t>(what.find('\n'), 300))));
+    }
+    std::fflush(stdout);
+    group->shutdown();
+    group.reset();
+    const auto wait = rdzv.timeout + std::chrono::minutes(10);  // the agents' rendezvous, bounded by its join_timeout
+    current = worker->next_generation(options, wait);
+    rdzv = ringtorch::rendezvous(current);
+    group = ringtorch::ProcessGroup::create(rdzv);
+  }
+}
 
 int run(int argc, char** argv) {
   ringtorch::TrainerOptions o;
@@ -69,6 +116,7 @@ int run(int argc, char** argv) {
   span->set_args("{\"restart\":" + std::to_string(rdzv.restart) + "}");
   auto group = ringtorch::ProcessGroup::create(rdzv);
   span.reset();
+  if (o.elastic == "in-process") return train_recovering_in_process(o, rdzv_options, std::move(rdzv), std::move(group));
   const auto report = ringtorch::train(o, *group);
   if (group->rank() == 0) std::printf("%s\n", report.to_json().c_str());
   return 0;

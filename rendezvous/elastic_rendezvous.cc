@@ -78,8 +78,64 @@ ElasticRendezvous::ElasticRendezvous(c10::intrusive_ptr<c10d::Store> scope, Elas
                                      std::function<void(const std::string&)> log)
     : scope_(std::move(scope)), me_(std::move(me)), settings_(settings), log_(std::move(log)) {}
 
-std::string ElasticRendezvous::key(int generation, const std::string& name) const {
-  return str_cat("g", generation, "/", name);
+std::string elastic_key(int generation, const std::string& name) { return str_cat("g", generation, "/", name); }
+
+std::string generation_run_id(const std::string& run, int generation) {
+  return generation == 0 ? run : str_cat(run, ".", generation);
+}
+
+std::vector<ElasticNode> generation_members(c10d::Store& scope, int generation) {
+  std::vector<ElasticNode> nodes;
+  const std::string k = elastic_key(generation, "members");
+  if (!scope.check({k})) return nodes;
+  std::stringstream in(to_string(scope.get(k)));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (auto n = ElasticNode::decode(line)) nodes.push_back(*n);
+  }
+  return nodes;
+}
+
+std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation) {
+  const std::string k = elastic_key(generation, "end");
+  if (!scope.check({k})) return std::nullopt;
+  const std::string text = to_string(scope.get(k));
+  const auto tab = text.find('\t');
+  const std::string kind = text.substr(0, tab);
+  RoundEnd end;
+  end.reason = tab == std::string::npos ? "" : text.substr(tab + 1);
+  for (auto k2 : {RoundEndKind::kFailure, RoundEndKind::kAdmission, RoundEndKind::kFinished, RoundEndKind::kAborted}) {
+    if (kind == round_end_name(k2)) end.kind = k2;
+  }
+  return end;
+}
+
+int generation_restart_count(c10d::Store& scope, int generation) {
+  int count = 0;
+  for (int h = generation - 1; h >= 0; --h) {
+    const auto end = generation_end(scope, h);
+    if (!end || end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted) break;  // a job before
+    if (end->kind == RoundEndKind::kFailure) ++count;
+  }
+  return count;
+}
+
+void report_generation_lost(c10d::Store& scope, int generation, const std::string& reason) {
+  scope.compareSet(elastic_key(generation, "lost"), {}, to_bytes(reason));
+}
+
+void declare_in_process_recovery(c10d::Store& scope, int generation, const std::string& node_id, int local_rank) {
+  scope.set(elastic_key(generation, str_cat("in_process/", node_id, "/", local_rank)), {'1'});
+}
+
+bool recovers_in_process(c10d::Store& scope, int generation, const std::string& node_id, int local_rank) {
+  return scope.check({elastic_key(generation, str_cat("in_process/", node_id, "/", local_rank))});
+}
+
+std::optional<std::string> generation_lost_report(c10d::Store& scope, int generation) {
+  const std::string k = elastic_key(generation, "lost");
+  if (!scope.check({k})) return std::nullopt;
+  return to_string(scope.get(k));
 }
 
 void ElasticRendezvous::heartbeat() {
@@ -100,44 +156,19 @@ bool ElasticRendezvous::silent(const ElasticNode& node) {
 
 int ElasticRendezvous::first_open_generation() {
   int g = 0;
-  while (scope_->check({key(g, "members")})) ++g;
+  while (scope_->check({elastic_key(g, "members")})) ++g;
   return g;
 }
 
 std::vector<ElasticNode> ElasticRendezvous::registrants(int generation) {
-  const int64_t count = scope_->add(key(generation, "joined"), 0);
+  const int64_t count = scope_->add(elastic_key(generation, "joined"), 0);
   std::vector<ElasticNode> nodes;
   for (int64_t t = 0; t < count; ++t) {
-    const std::string k = key(generation, str_cat("node/", t));
+    const std::string k = elastic_key(generation, str_cat("node/", t));
     if (!scope_->check({k})) continue;  // took a ticket, not yet written (or died in between)
     if (auto n = ElasticNode::decode(to_string(scope_->get(k)))) nodes.push_back(*n);
   }
   return nodes;
-}
-
-std::vector<ElasticNode> ElasticRendezvous::members(int generation) {
-  std::vector<ElasticNode> nodes;
-  if (!scope_->check({key(generation, "members")})) return nodes;
-  std::stringstream in(to_string(scope_->get(key(generation, "members"))));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (auto n = ElasticNode::decode(line)) nodes.push_back(*n);
-  }
-  return nodes;
-}
-
-std::optional<RoundEnd> ElasticRendezvous::end_of(int generation) {
-  const std::string k = key(generation, "end");
-  if (!scope_->check({k})) return std::nullopt;
-  const std::string text = to_string(scope_->get(k));
-  const auto tab = text.find('\t');
-  const std::string kind = text.substr(0, tab);
-  RoundEnd end;
-  end.reason = tab == std::string::npos ? "" : text.substr(tab + 1);
-  for (auto k2 : {RoundEndKind::kFailure, RoundEndKind::kAdmission, RoundEndKind::kFinished, RoundEndKind::kAborted}) {
-    if (kind == round_end_name(k2)) end.kind = k2;
-  }
-  return end;
 }
 
 bool ElasticRendezvous::generation_over(int generation) {
@@ -147,18 +178,8 @@ bool ElasticRendezvous::generation_over(int generation) {
   return std::all_of(nodes.begin(), nodes.end(), [&](const ElasticNode& n) { return silent(n); });
 }
 
-int ElasticRendezvous::restart_count_before(int generation) {
-  int count = 0;
-  for (int h = generation - 1; h >= 0; --h) {
-    const auto end = end_of(h);
-    if (!end || end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted) break;  // a job before
-    if (end->kind == RoundEndKind::kFailure) ++count;
-  }
-  return count;
-}
-
 bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_point>* enough_since) {
-  if (scope_->check({key(generation, "members")})) return true;
+  if (scope_->check({elastic_key(generation, "members")})) return true;
   // Nodes that registered while the previous generation runs wait for it to end.
   if (generation > 0 && !generation_over(generation - 1)) {
     enough_since->reset();
@@ -185,7 +206,7 @@ bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_poin
   });
   std::string text;
   for (const auto& node : live) text += node.encode() + "\n";
-  scope_->compareSet(key(generation, "members"), {}, to_bytes(text));  // the first writer's list stands
+  scope_->compareSet(elastic_key(generation, "members"), {}, to_bytes(text));  // the first writer's list stands
   return true;
 }
 
@@ -223,8 +244,8 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
   // under this run id finished (or aborted, or died whole) starts a new job.
   bool waiting_for_running_job = g > 0 && !generation_over(g - 1);
   auto register_in = [&](int generation) {
-    const int64_t ticket = scope_->add(key(generation, "joined"), 1) - 1;
-    scope_->set(key(generation, str_cat("node/", ticket)), to_bytes(me_.encode()));
+    const int64_t ticket = scope_->add(elastic_key(generation, "joined"), 1) - 1;
+    scope_->set(elastic_key(generation, str_cat("node/", ticket)), to_bytes(me_.encode()));
   };
   heartbeat();
   register_in(g);
@@ -244,7 +265,7 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
         members_ = list;
         ElasticRound round;
         round.generation = g;
-        round.restart_count = restart_count_before(g);
+        round.restart_count = generation_restart_count(*scope_, g);
         round.node_rank = static_cast<int>(mine - list.begin());
         round.nodes = std::move(list);
         return round;
@@ -285,10 +306,10 @@ int ElasticRendezvous::nodes_waiting() {
 }
 
 RoundEnd ElasticRendezvous::end_round(RoundEndKind kind, const std::string& reason) {
-  scope_->compareSet(key(generation_, "end"), {}, to_bytes(str_cat(round_end_name(kind), "\t", reason)));
+  scope_->compareSet(elastic_key(generation_, "end"), {}, to_bytes(str_cat(round_end_name(kind), "\t", reason)));
   return *end_of(generation_);
 }
 
-std::optional<RoundEnd> ElasticRendezvous::round_end() { return end_of(generation_); }
+std::optional<RoundEnd> ElasticRendezvous::round_end() { return generation_end(*scope_, generation_); }
 
 }  // namespace ringtorch

@@ -21,10 +21,12 @@
 // number of failure ends since the job's first generation (after the previous job under the same
 // run id finished or aborted), so a node that joins late agrees on the remaining budget.
 //
-// Keys, under the store given (prefixed for the run):
+// Keys, under the store given (prefixed for the run: "ringrun/<run id>/elastic/"):
 //   g<G>/joined          ticket counter        g<G>/node/<ticket>   "id\thint\tnproc\thost"
 //   g<G>/members         one descriptor a line, in node-rank order (written once)
 //   g<G>/end             "<kind>\t<reason>" (written once)           hb/<node id>   counter
+//   g<G>/lost            a worker's report that the generation cannot go on (written once)
+//   g<G>/in_process/<node id>/<local rank>   a worker that recovers in its process
 //
 // Thread-safety: none; one agent thread uses an instance. Store calls may throw (store lost).
 #pragma once
@@ -71,6 +73,23 @@ struct RoundEnd {
   std::string reason;
 };
 
+// Reading and writing one generation's keys, for agents and their workers (elastic_worker.h).
+std::string elastic_key(int generation, const std::string& name);
+// The run id the workers of `generation` use for their own keys: "<run>" for 0, else "<run>.<G>".
+std::string generation_run_id(const std::string& run, int generation);
+std::vector<ElasticNode> generation_members(c10d::Store& scope, int generation);  // empty until it closed
+std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation);       // nullopt while it runs
+// How many failure ends lie between the job's first generation and `generation` (the restart
+// count every member of `generation` agrees on).
+int generation_restart_count(c10d::Store& scope, int generation);
+// A worker that lost a peer asks its agent to end the generation; the first report stands.
+void report_generation_lost(c10d::Store& scope, int generation, const std::string& reason);
+std::optional<std::string> generation_lost_report(c10d::Store& scope, int generation);
+// A worker that recovers inside its process (ringtrain --elastic in-process) says so for each
+// generation it joins; its agent then keeps it running when the generation ends.
+void declare_in_process_recovery(c10d::Store& scope, int generation, const std::string& node_id, int local_rank);
+bool recovers_in_process(c10d::Store& scope, int generation, const std::string& node_id, int local_rank);
+
 class ElasticRendezvous {
  public:
   // `scope`: the store prefixed for the run. Logs (waits, late arrivals) go to `log`.
@@ -95,20 +114,19 @@ class ElasticRendezvous {
   std::optional<RoundEnd> round_end();
 
   const ElasticSettings& settings() const { return settings_; }
+  int generation() const { return generation_; }
+  c10d::Store& scope() { return *scope_; }
 
  private:
   struct Seen {
     int64_t value = -1;
     std::chrono::steady_clock::time_point changed;
   };
-  std::string key(int generation, const std::string& name) const;
   int first_open_generation();
-  // How many failure ends lie between the job's first generation and `generation`.
-  int restart_count_before(int generation);
   bool silent(const ElasticNode& node);
   std::vector<ElasticNode> registrants(int generation);
-  std::vector<ElasticNode> members(int generation);
-  std::optional<RoundEnd> end_of(int generation);
+  std::vector<ElasticNode> members(int generation) { return generation_members(*scope_, generation); }
+  std::optional<RoundEnd> end_of(int generation) { return generation_end(*scope_, generation); }
   bool generation_over(int generation);
   // Closes `generation` when its rule is met; true when its member list exists.
   bool try_close(int generation, std::optional<std::chrono::steady_clock::time_point>* enough_since);

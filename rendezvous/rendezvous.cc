@@ -111,6 +111,7 @@ Rendezvous rendezvous(const RendezvousOptions& options) {
   r.round = join_round(*scope, who, r.timeout);
   r.job_store = c10::make_intrusive<c10d::PrefixStore>(str_cat(r.run_id, "/", r.restart, "/", r.round), base);
   r.store = c10::make_intrusive<c10d::PrefixStore>(options.group, r.job_store);
+  r.base_store = base;
   return r;
 }
 

@@ -57,6 +57,7 @@ struct Rendezvous {
   // group ("<group>/"): what collectives of the default group use. Both keep the connection
   // (and, on the hosting rank, the TCP server) alive.
   c10::intrusive_ptr<c10d::Store> job_store;
+  c10::intrusive_ptr<c10d::Store> base_store;  // the store itself, unprefixed (elastic_worker.h reads the agents' keys)
   c10::intrusive_ptr<c10d::Store> store;
 
   std::string key_prefix() const;  // "<run id>/<restart>/<round>/"

@@ -56,6 +56,13 @@ bool apply_trainer_flag(const std::string& arg, const std::string& value, Traine
     o.checkpoint_dir = value;
   } else if (arg == "--checkpoint-every-steps") {
     o.checkpoint_every_steps = parse_int_in_range(value, 0, 1 << 30, arg);
+  } else if (arg == "--elastic") {
+    if (value != "restart" && value != "in-process") {
+      throw InvalidArgumentError(arg + " " + value + ": use restart or in-process");
+    }
+    o.elastic = value;
+  } else if (arg == "--commit-every-steps") {
+    o.commit_every_steps = parse_int_in_range(value, 1, 1 << 30, arg);
   } else if (arg == "--resume") {
     if (value != "true" && value != "false") throw InvalidArgumentError(arg + " " + value + ": use true or false");
     o.resume = value == "true";

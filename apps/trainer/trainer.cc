@@ -217,7 +217,7 @@ std::string TrainingReport::to_json() const {
   return j.dump();
 }
 
-TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
+TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const ElasticHooks& elastic) {
   validate(o);
   if (!o.timeline_path.empty()) Timeline::start();
   if (Timeline::enabled()) Timeline::name_this_thread("training loop");
@@ -260,6 +260,19 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
         progress = *resumed;
         if (rank == 0) std::printf("%s\n", describe_resume(progress, o, world).c_str());
       }
+    }
+  }
+  if (elastic.state) {
+    // In-process recovery: the newest state any rank committed (a new group after a lost peer
+    // or a node that joined); none in a fresh job, which commits what it starts from.
+    if (auto committed = elastic.state->sync(group, model.module(), optimizer.get())) {
+      progress = *committed;
+      if (rank == 0) {
+        std::printf("recovered in process at epoch %lld step %lld with world size %d: the state rank %d committed\n",
+                    (long long)progress.epoch + 1, (long long)progress.step, world, elastic.state->last_source());
+      }
+    } else {
+      elastic.state->commit(model.module(), optimizer.get(), progress);
     }
   }
   std::ofstream metrics;
@@ -323,6 +336,17 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
     broadcast_training_state(group, balancer->training_ranks().front(), model.module(), optimizer.get(), first_wait);
     last_handover_wait = std::chrono::duration<double>(Clock::now() - start).count();
   };
+  // --elastic in-process: commits the state, then the ranks agree whether the generation ended
+  // (one rank may see the store's key a moment before another), and all leave together.
+  auto commit_and_check_membership = [&](const TrainingProgress& at) {
+    TimelineSpan span("elastic commit", "train");
+    elastic.state->commit(model.module(), optimizer.get(), at);
+    at::Tensor ended = at::tensor({elastic.generation_ended && elastic.generation_ended() ? 1 : 0}, at::kInt);
+    group.allreduce(ended, ReduceOp::kMax);
+    if (ended.item<int>() != 0) {
+      throw MembershipChanged(str_cat("the generation ended at step ", at.step, " (a node joins or left)"));
+    }
+  };
   TrainingReport report;
   report.world_size = world;
   report.device = selection.describe();
@@ -380,6 +404,15 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       inside.samples_in_epoch = std::min(samples_done, train_size);
       inside.metadata = checkpoint_metadata(o, world);
       checkpoints->save(model.module(), optimizer.get(), inside, &group);
+    };
+    auto commit_inside_epoch = [&](int64_t step) {
+      if (!elastic.state || step + 1 >= steps || progress.step % elastic.commit_every_steps != 0) return;
+      if (balancer && balancer->anyone_sits_out()) return;  // a rank that sits out is behind: as above
+      TrainingProgress inside = progress;
+      inside.epoch = epoch;
+      inside.samples_in_epoch = std::min(samples_done, train_size);
+      inside.metadata = checkpoint_metadata(o, world);
+      commit_and_check_membership(inside);
     };
     reporter.begin_epoch(epoch, o.epochs, epoch_samples);
     for (int64_t step = 0; step < steps; ++step) {
@@ -439,6 +472,8 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       samples_done = trained_after(step + 1);
       reporter.update(samples_done, batches, batch_loss);
       checkpoint_inside_epoch(step);
+      if (elastic.state) elastic.state->reached(progress.step);
+      commit_inside_epoch(step);
     }
     reporter.end_epoch();
     // The epoch's training time: until its last step, which for a rank that sits out is when the
@@ -511,6 +546,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group) {
       TimelineSpan span("checkpoint", "train");
       checkpoints->save(model.module(), optimizer.get(), progress, &group);
     }
+    if (elastic.state) commit_and_check_membership(progress);
   }
   if (balancer) {
     report.balance = o.balance;

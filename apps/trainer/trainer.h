@@ -16,11 +16,14 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "apps/trainer/trainer_options.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/training/elastic_state.h"
 
 namespace ringtorch {
 
@@ -46,7 +49,22 @@ struct TrainingReport {
   std::string to_json() const;
 };
 
+// --elastic in-process (docs/training.md, "Elastic training"): the state train() commits every
+// `commit_every_steps` steps and at epoch ends, and syncs from the newest commit of any rank
+// when it starts; at each commit the ranks agree whether `generation_ended` (a node joins or
+// left), and if so train() throws MembershipChanged so that the caller makes the next group.
+struct ElasticHooks {
+  ElasticState* state = nullptr;  // null: no in-process recovery
+  int commit_every_steps = 10;
+  std::function<bool()> generation_ended;
+};
+
+class MembershipChanged : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // Collective: every rank of `group` calls it with the same options.
-TrainingReport train(const TrainerOptions& options, ProcessGroup& group);
+TrainingReport train(const TrainerOptions& options, ProcessGroup& group, const ElasticHooks& elastic = {});
 
 }  // namespace ringtorch

@@ -30,11 +30,15 @@ struct TrainerOptions {
   std::string checkpoint_dir;      // empty: no checkpoints
   bool resume = false;             // continue from checkpoint_dir's newest checkpoint
   int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
-  std::string metrics_path;        // empty: no metrics file
-  std::string timeline_path;       // empty: no timeline; else every rank's, merged on rank 0 (Chrome trace)
-  std::string plot_path;           // empty: no picture; else an .svg of the run drawn by rank 0 at the end
-  int log_interval = 100;          // batches between progress lines on rank 0 (lines style)
-  std::string progress = "auto";   // auto | bar | lines | off (progress.h)
+  // "restart" (a lost peer ends the process; ringrun restarts it: torchrun's way) or
+  // "in-process" (the survivors recover inside their processes: elastic_state.h).
+  std::string elastic = "restart";
+  int commit_every_steps = 10;    // --elastic in-process: steps between commits of the state
+  std::string metrics_path;       // empty: no metrics file
+  std::string timeline_path;      // empty: no timeline; else every rank's, merged on rank 0 (Chrome trace)
+  std::string plot_path;          // empty: no picture; else an .svg of the run drawn by rank 0 at the end
+  int log_interval = 100;         // batches between progress lines on rank 0 (lines style)
+  std::string progress = "auto";  // auto | bar | lines | off (progress.h)
   // Devices (device_selection.h): --device auto|cpu|cuda|cuda:N and --gpus ids, resolved with
   // LOCAL_RANK and the visible CUDA devices; `devices`, when set, is used as given instead
   // (several entries: DataParallel inside the process, CPU "devices" included).

@@ -161,12 +161,15 @@ std::optional<int> LaunchAgent::join_generation() {
   control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id_, "/elastic/g", g), store_);
   // Each generation's workers get fresh keys (and shared-memory names): a reused run id or a
   // restart never reads an earlier generation's keys.
-  placement_.run_id = g == 0 ? run_id_ : str_cat(run_id_, ".", g);
+  placement_.run_id = generation_run_id(run_id_, g);
   placement_.flight_recorder_dir = flight_recorder_directory(placement_.run_id, config_.log_dir);
   placement_.node_rank = round_.node_rank;
   placement_.nnodes = static_cast<int>(round_.nodes.size());
   placement_.first_rank = round_.first_rank();
   placement_.world_size = round_.world_size();
+  placement_.elastic_run = run_id_;
+  placement_.elastic_node = round_.nodes[static_cast<size_t>(round_.node_rank)].id;
+  placement_.generation = g;
   if (several_nodes()) {
     log(str_cat("generation ", g, ": node ", round_.node_rank, " of ", round_.nodes.size(), ", ranks ",
                 placement_.first_rank, "..", placement_.first_rank + config_.nproc_per_node - 1, " of world size ",
@@ -178,7 +181,10 @@ std::optional<int> LaunchAgent::join_generation() {
 void LaunchAgent::start_workers(int restart) {
   placement_.restart = restart;
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
-  if (!config_.log_dir.empty() && logs_first_rank_ != rank_of(0)) {  // a new generation may move the ranks
+  bool any_running = false;
+  for (auto& w : workers_) any_running = w.running() || any_running;
+  // A new generation may move the ranks; log files stay with the workers that keep running.
+  if (!config_.log_dir.empty() && logs_first_rank_ != rank_of(0) && !any_running) {
     for (auto* f : logs_) std::fclose(f);
     logs_.clear();
     logs_first_rank_ = rank_of(0);
@@ -194,19 +200,52 @@ void LaunchAgent::start_workers(int restart) {
     }
   }
   for (auto* f : logs_) std::fprintf(f, "== ringrun: run %s, restart %d ==\n", placement_.run_id.c_str(), restart);
-  remove_stale_reports();
+  if (!any_running) {
+    remove_stale_reports();
+    workers_.clear();
+  }
   round_started_us_ = flight_recorder_now_us();
-  workers_.clear();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
+    if (l < static_cast<int>(workers_.size()) && workers_[l].running()) continue;  // recovers in its process
     const int rank = rank_of(l);
     SubprocessOptions spawn;
     spawn.argv = worker_command(config_, l);
     spawn.env = worker_environment(config_, placement_, l, omp_set);
-    workers_.push_back(Subprocess::spawn(spawn));
+    Subprocess worker = Subprocess::spawn(spawn);
+    if (l < static_cast<int>(workers_.size())) {
+      output_.remove(workers_[l].stdout_fd());
+      output_.remove(workers_[l].stderr_fd());
+      workers_[l] = std::move(worker);
+    } else {
+      workers_.push_back(std::move(worker));
+    }
     std::FILE* logf = logs_.empty() ? nullptr : logs_[l];
-    output_.add(workers_.back().stdout_fd(), str_cat("[rank ", rank, "]: "), false, logf);
-    output_.add(workers_.back().stderr_fd(), str_cat("[rank ", rank, "]: "), true, logf);
+    output_.add(workers_[l].stdout_fd(), str_cat("[rank ", rank, "]: "), false, logf);
+    output_.add(workers_[l].stderr_fd(), str_cat("[rank ", rank, "]: "), true, logf);
   }
+}
+
+bool LaunchAgent::workers_recover_in_process() {
+  bool any_running = false;
+  try {
+    for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {
+      if (!workers_[l].running()) continue;
+      any_running = true;
+      if (!recovers_in_process(rendezvous_->scope(), round_.generation, placement_.elastic_node, l)) return false;
+    }
+  } catch (const std::exception&) {
+    return false;  // the store is gone: no next generation to wait for
+  }
+  return any_running;
+}
+
+void LaunchAgent::end_generation_workers() {
+  if (workers_recover_in_process()) {
+    log("the workers recover in their processes (--elastic in-process); those that ended are started again");
+    drain_output();
+    return;
+  }
+  stop_workers(SIGTERM);
 }
 
 std::string LaunchAgent::store_loss(const std::exception& e) const {
@@ -248,6 +287,11 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std
     rendezvous_->heartbeat();
     if (auto end = rendezvous_->round_end()) {
       round_end_ = *end;
+      return Outcome::kRoundEnded;
+    }
+    // A worker recovering in its process lost a peer: it waits for the next generation.
+    if (auto lost = generation_lost_report(rendezvous_->scope(), round_.generation)) {
+      round_end_ = end_for_failure(*lost);  // "[rank 1/3] lost a peer: ..."
       return Outcome::kRoundEnded;
     }
     const auto silent = rendezvous_->silent_members();
@@ -339,6 +383,7 @@ void LaunchAgent::drain_output() {
   while (output_.pump(std::chrono::milliseconds(10)) && std::chrono::steady_clock::now() < deadline) {
   }
   for (auto& w : workers_) {
+    if (w.running()) continue;  // recovering in its process: its output goes on
     output_.remove(w.stdout_fd());
     output_.remove(w.stderr_fd());
   }
@@ -446,7 +491,7 @@ int LaunchAgent::run_rounds() {
                 ? str_cat("; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts, ")")
                 : "; restarting this node's workers to admit them (not counted as a restart)"));
         if (round_end_.kind == RoundEndKind::kFailure) report_flight_recorder();
-        stop_workers(SIGTERM);
+        end_generation_workers();
         continue;
       case Outcome::kLocalFailure: {
         const std::string what = str_cat("rank ", failure.rank, " (local rank ", failure.local_rank, ", pid ",
@@ -462,7 +507,7 @@ int LaunchAgent::run_rounds() {
           log(str_cat(what, "; stopping the others and restarting the group (restart ", restart + 1, " of ",
                       config_.max_restarts, ")"));
           report_flight_recorder();
-          stop_workers(SIGTERM);
+          end_generation_workers();
           continue;
         }
         log(str_cat(what, "; stopping the others; no restarts left (--max_restarts ", config_.max_restarts,

@@ -79,7 +79,13 @@ class LaunchAgent {
   // This node's ranks' flight-recorder files and timeline parts from an earlier round or run.
   void remove_stale_reports() const;
   void merge_timeline() const;
+  // Starts this generation's workers: every local rank, or (after in-process recovery) only
+  // those no longer running.
   void start_workers(int restart);
+  // Before the next generation: stops the workers, unless every one still running recovers in
+  // its process (ringtrain --elastic in-process), which then waits for the next generation.
+  void end_generation_workers();
+  bool workers_recover_in_process();
   Outcome monitor(Failure* failure, std::string* remote_reason);
   Outcome wait_for_other_nodes(std::string* remote_reason);
   // The other nodes, through the store: the generation's end, silent members, nodes waiting

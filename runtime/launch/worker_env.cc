@@ -31,6 +31,11 @@ std::map<std::string, std::string> worker_environment(const LaunchConfig& c, con
       // Workers must not inherit a stale endpoint from the launcher's own environment.
       {"RINGTORCH_RDZV_ENDPOINT", p.store_url},
   };
+  if (!p.elastic_run.empty()) {
+    env["RINGTORCH_ELASTIC_RUN"] = p.elastic_run;
+    env["RINGTORCH_ELASTIC_NODE"] = p.elastic_node;
+    env["RINGTORCH_ELASTIC_GENERATION"] = std::to_string(p.generation);
+  }
   if (!p.flight_recorder_dir.empty()) env["RINGTORCH_FLIGHT_RECORDER_DIR"] = p.flight_recorder_dir;
   if (!p.timeline.empty()) env["RINGTORCH_TIMELINE"] = timeline_part(p.timeline, rank);
   if (c.timeout) {

@@ -23,6 +23,10 @@ struct JobPlacement {
   int nnodes = 1;      // GROUP_WORLD_SIZE
   int first_rank = 0;  // RANK of local rank 0
   int world_size = 1;  // WORLD_SIZE
+  // For workers that recover inside their process (rendezvous/elastic_worker.h).
+  std::string elastic_run;   // RINGTORCH_ELASTIC_RUN: the job's run id, without the generation
+  std::string elastic_node;  // RINGTORCH_ELASTIC_NODE: this node's agent id
+  int generation = 0;        // RINGTORCH_ELASTIC_GENERATION
 };
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,

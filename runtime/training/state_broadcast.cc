@@ -10,19 +10,27 @@
 
 namespace ringtorch {
 
+std::vector<char> broadcast_bytes(ProcessGroup& group, int root, std::vector<char> bytes,
+                                  ProcessGroup::Timeout first_wait) {
+  const bool sending = group.rank() == root;
+  at::Tensor size = at::tensor({static_cast<int64_t>(sending ? bytes.size() : 0)}, at::kLong);
+  group.broadcast(size, root, first_wait);
+  at::Tensor payload = at::empty({size.item<int64_t>()}, at::kByte);
+  if (sending && !bytes.empty()) std::memcpy(payload.data_ptr(), bytes.data(), bytes.size());
+  group.broadcast(payload, root);
+  if (sending) return bytes;
+  bytes.resize(static_cast<size_t>(payload.numel()));
+  if (!bytes.empty()) std::memcpy(bytes.data(), payload.data_ptr(), bytes.size());
+  return bytes;
+}
+
 void broadcast_training_state(ProcessGroup& group, int root, torch::nn::Module& model,
                               torch::optim::Optimizer* optimizer, ProcessGroup::Timeout first_wait) {
   const bool sending = group.rank() == root;
   std::vector<char> bytes;
   if (sending) bytes = serialize_checkpoint(model, optimizer, TrainingProgress{});
-  at::Tensor size = at::tensor({static_cast<int64_t>(bytes.size())}, at::kLong);
-  group.broadcast(size, root, first_wait);
-  at::Tensor payload = at::empty({size.item<int64_t>()}, at::kByte);
-  if (sending && !bytes.empty()) std::memcpy(payload.data_ptr(), bytes.data(), bytes.size());
-  group.broadcast(payload, root);
+  bytes = broadcast_bytes(group, root, std::move(bytes), first_wait);
   if (sending) return;
-  bytes.resize(static_cast<size_t>(payload.numel()));
-  if (!bytes.empty()) std::memcpy(bytes.data(), payload.data_ptr(), bytes.size());
   restore_checkpoint(bytes, str_cat("broadcast from rank ", root), model, optimizer);
 }
 

@@ -19,11 +19,18 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <vector>
+
 #include "runtime/comm/process_group.h"
 
 namespace ringtorch {
 
 void broadcast_training_state(ProcessGroup& group, int root, torch::nn::Module& model,
                               torch::optim::Optimizer* optimizer, ProcessGroup::Timeout first_wait = {});
+
+// The root's `bytes` on every rank (the others pass anything): their size, then the bytes. A
+// collective, as above.
+std::vector<char> broadcast_bytes(ProcessGroup& group, int root, std::vector<char> bytes,
+                                  ProcessGroup::Timeout first_wait = {});
 
 }  // namespace ringtorch

@@ -4,7 +4,8 @@
 # over TCP between namespaces). A node is killed whole (every process in its namespace):
 #   (a) --nnodes 2, --max_restarts 2: a replacement node started in its namespace: the job
 #       finishes within 1 accuracy point of an uninterrupted run;
-#   (b) --nnodes 2:3: not replaced: the other two finish at world size 2.
+#   (b) --nnodes 2:3: not replaced: the other two finish at world size 2;
+#   and (b) again with --elastic in-process: the survivors go on without restarting.
 # The redis:// store lives outside the killed nodes, so it survives them. The one-host cases
 # (c-f, over file://) are in tests/apps/elastic_test.sh. Skips (77) without root, ip netns,
 # redis-server or the dataset.
@@ -32,6 +33,8 @@ store="redis://${addr[0]}:6379/0"
 conf="join_timeout=60,last_call_timeout=2,keep_alive_interval=0.5,keep_alive_max_attempt=4,admit_interval=1"
 train=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0 --progress off
   --resume --checkpoint-every-steps 20)
+inproc=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0 --progress off
+  --elastic in-process --commit-every-steps 10)
 in_ns() { node_prefix=(ip netns exec "${ns[$1]}" env RINGTORCH_HOST_ID="elastic-node$1"); }
 # Node N runs in namespace N; Redis shares namespace 0 with node 0, which is never killed here.
 kill_namespace() { ip netns pids "${ns[$1]}" | xargs -r kill -9; }
@@ -79,4 +82,19 @@ expect_line b0 "generation 1: node 0 of 2, ranks 0..0 of world size 2, restart 1
 expect_line b0 "resumed at epoch [0-9]* step [0-9]* with world size 2 (was 3)"
 expect_line b0 '"world_size":2'
 echo "elastic across namespaces (b): node 2 killed: finished at world size 2"
+# --- in-process recovery: node 2 lost, the others go on in their processes ----------------------
+for n in 0 1 2; do
+  in_ns $n
+  elastic_node i$n $n --nnodes 2:3 --max_restarts 1 --run_id inproc --rdzv_endpoint "$store" -- "${inproc[@]}"
+done
+wait_for_line i0 "Epoch \[1/3\]"
+disown "${node_pid[i2]}"
+kill_namespace 2
+expect_exit i0 0
+expect_exit i1 0
+expect_line i0 "lost a peer at step [0-9]* (last commit: step [0-9]*), recovering in this process"
+expect_line i0 "recovered in process at epoch [0-9]* step [0-9]* with world size 2"
+expect_line i0 '"world_size":2'
+! grep -q "resumed at epoch" "$dir/i0.log" || fail "in-process recovery restarted from a checkpoint file"
+echo "elastic across namespaces (in-process): node 2 killed: $(grep -o 'lost a peer at step [0-9]* (last commit: step [0-9]*)' "$dir/i0.log" | head -n 1), finished at world size 2"
 echo "elastic across namespaces: all cases passed"

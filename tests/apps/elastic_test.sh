@@ -103,4 +103,25 @@ expect_exit g1 0
 expect_line g0 "generation 1: node 0 of 2"
 expect_line g1 "rank 1 of 2"
 echo "elastic (f): run id 'plain' reused after it finished: generation 1 ran"
+# --- in-process recovery (--elastic in-process): a node lost, then one admitted -----------------
+inproc=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0 --progress off
+  --elastic in-process --commit-every-steps 10)
+for n in 0 1 2; do
+  elastic_node i$n $n --nnodes 2:3 --max_restarts 1 --run_id inproc --rdzv_endpoint "$store" -- "${inproc[@]}"
+done
+wait_for_line i0 "Epoch \[1/3\]"
+kill_node i2
+wait_for_line i0 "recovered in process at epoch [0-9]* step [0-9]* with world size 2"
+elastic_node i3 2 --nnodes 2:3 --max_restarts 1 --run_id inproc --rdzv_endpoint "$store" -- "${inproc[@]}"
+for n in 0 1 3; do expect_exit i$n 0; done
+expect_line i0 "lost a peer at step [0-9]* (last commit: step [0-9]*), recovering in this process"
+expect_line i0 "the workers recover in their processes (--elastic in-process)"
+expect_line i0 "1 node waiting to join"
+expect_line i0 "recovered in process at epoch [0-9]* step [0-9]* with world size 3"
+expect_line i0 '"world_size":3'
+starts=$(grep -c '^\[ringrun node 0\] generation [0-9]*: node' "$dir/i0.log")
+[ "$starts" = 3 ] || fail "node 0 went through $starts generations, expected 3 (start, loss, admission)"
+! grep -q "resumed at epoch" "$dir/i0.log" || fail "in-process recovery restarted from a checkpoint file"
+lost=$(grep -o 'lost a peer at step [0-9]* (last commit: step [0-9]*)' "$dir/i0.log" | head -n 1)
+echo "elastic in-process: node 2 lost ($lost), then a node admitted: finished at world size 3 without restarting a worker"
 echo "elastic: all cases passed"

@@ -94,11 +94,20 @@ TEST(LaunchConfig, BadFlagsNameTheProblem) {
 TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   auto c = parse(
       {"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--max_restarts", "3", "--timeout", "30", "p"});
-  JobPlacement p{"run7", 2, "10.0.0.1", 29400, "", "/logs/flight_recorder", "/out/run.json"};
+  JobPlacement p;
+  p.run_id = "run7.3";
+  p.restart = 2;
+  p.master_addr = "10.0.0.1";
+  p.master_port = 29400;
+  p.flight_recorder_dir = "/logs/flight_recorder";
+  p.timeline = "/out/run.json";
   p.node_rank = 1;  // as the elastic rendezvous placed it
   p.nnodes = 2;
   p.first_rank = 2;
   p.world_size = 4;
+  p.elastic_run = "run7";
+  p.elastic_node = "host:42";
+  p.generation = 3;
   auto env = worker_environment(c, p, 1, false);
   const std::map<std::string, std::string> expected = {{"RANK", "3"},
                                                        {"LOCAL_RANK", "1"},
@@ -108,7 +117,10 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
                                                        {"MASTER_ADDR", "10.0.0.1"},
                                                        {"MASTER_PORT", "29400"},
                                                        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
-                                                       {"TORCHELASTIC_RUN_ID", "run7"},
+                                                       {"TORCHELASTIC_RUN_ID", "run7.3"},
+                                                       {"RINGTORCH_ELASTIC_RUN", "run7"},
+                                                       {"RINGTORCH_ELASTIC_NODE", "host:42"},
+                                                       {"RINGTORCH_ELASTIC_GENERATION", "3"},
                                                        {"TORCHELASTIC_RESTART_COUNT", "2"},
                                                        {"TORCHELASTIC_MAX_RESTARTS", "3"},
                                                        {"OMP_NUM_THREADS", "1"}};
