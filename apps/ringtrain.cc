@@ -44,6 +44,7 @@ const char kUsage[] =
 int train_recovering_in_process(const ringtorch::TrainerOptions& o, const ringtorch::RendezvousOptions& options,
                                 ringtorch::Rendezvous rdzv, std::shared_ptr<ringtorch::ProcessGroup> group) {
   ringtorch::ElasticState state;
+  ringtorch::ElasticHooks::Datasets datasets;      // read once, kept across recoveries
   ringtorch::RendezvousOptions current = options;  // the next generation's rank and world size, once there is one
   while (true) {
     auto worker = ringtorch::ElasticWorker::from_environment(rdzv, current.env);
@@ -54,7 +55,8 @@ int train_recovering_in_process(const ringtorch::TrainerOptions& o, const ringto
     }
     const std::string who = rdzv.describe();
     try {
-      ringtorch::ElasticHooks hooks{&state, o.commit_every_steps, [&] { return worker->generation_ended(); }};
+      ringtorch::ElasticHooks hooks{&state, o.commit_every_steps, [&] { return worker->generation_ended(); },
+                                    &datasets};
       const auto report = ringtorch::train(o, *group, hooks);
       if (group->rank() == 0) std::printf("%s\n", report.to_json().c_str());
       return 0;

@@ -227,9 +227,15 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   }
   const int rank = group.rank(), world = group.size();
   // Every rank reads the whole set once; batches are gathered by the sampler's indices.
-  const ImageDataset train_set = load_dataset(o.dataset, o.data_dir, /*train=*/true);
-  const ImageDataset test_set = load_dataset(o.dataset, o.data_dir, /*train=*/false);
-  if (rank == 0) std::printf("%s; %s\n", train_set.description.c_str(), test_set.description.c_str());
+  ElasticHooks::Datasets own;
+  ElasticHooks::Datasets& data = elastic.datasets ? *elastic.datasets : own;
+  if (!data.train) {
+    data.train = load_dataset(o.dataset, o.data_dir, /*train=*/true);
+    data.test = load_dataset(o.dataset, o.data_dir, /*train=*/false);
+    if (rank == 0) std::printf("%s; %s\n", data.train->description.c_str(), data.test->description.c_str());
+  }
+  const ImageDataset& train_set = *data.train;
+  const ImageDataset& test_set = *data.test;
   DeviceSelection selection;
   if (!o.devices.empty()) {
     selection.devices = o.devices;
@@ -259,6 +265,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
       if (auto resumed = checkpoints->load_latest(model.module(), optimizer.get())) {
         progress = *resumed;
         if (rank == 0) std::printf("%s\n", describe_resume(progress, o, world).c_str());
+        std::fflush(stdout);  // the moment training resumes, for logs and bench/compare_elastic
       }
     }
   }
@@ -270,6 +277,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
       if (rank == 0) {
         std::printf("recovered in process at epoch %lld step %lld with world size %d: the state rank %d committed\n",
                     (long long)progress.epoch + 1, (long long)progress.step, world, elastic.state->last_source());
+        std::fflush(stdout);
       }
     } else {
       elastic.state->commit(model.module(), optimizer.get(), progress);

@@ -17,11 +17,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "apps/trainer/trainer_options.h"
+#include "datasets/image_dataset.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/training/elastic_state.h"
 
@@ -57,6 +59,12 @@ struct ElasticHooks {
   ElasticState* state = nullptr;  // null: no in-process recovery
   int commit_every_steps = 10;
   std::function<bool()> generation_ended;
+  // Filled by the first train() call and reused by the next: a recovery does not read the
+  // dataset again. Null: train() loads its own.
+  struct Datasets {
+    std::optional<ImageDataset> train, test;
+  };
+  Datasets* datasets = nullptr;
 };
 
 class MembershipChanged : public std::runtime_error {

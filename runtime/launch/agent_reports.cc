@@ -47,7 +47,7 @@ void LaunchAgent::report_flight_recorder() {
   // Every worker still running that can take SIGUSR1 writes its file now, before it is stopped;
   // one that failed in a collective has written its own already (with its reason).
   const int64_t asked_at = flight_recorder_now_us();
-  const std::vector<int> asked = request_flight_dumps();
+  const std::vector<int> asked = workers_recover_in_process() ? std::vector<int>{} : request_flight_dumps();
   auto fresh = [&](int rank) {
     std::ifstream in(flight_recorder_file(placement_.flight_recorder_dir, rank));
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -40,6 +40,10 @@ std::string random_run_id() {
 std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
 std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
 
+// How long workers that recover in their processes have to report a failure the agent saw
+// first (their collective fails at once when the peer's process died).
+constexpr std::chrono::milliseconds kLostReportGrace{2000};
+
 // Thrown out of the rendezvous wait when ringrun receives SIGINT/SIGTERM/SIGHUP.
 class InterruptedError : public std::runtime_error {
  public:
@@ -240,12 +244,34 @@ bool LaunchAgent::workers_recover_in_process() {
 }
 
 void LaunchAgent::end_generation_workers() {
-  if (workers_recover_in_process()) {
-    log("the workers recover in their processes (--elastic in-process); those that ended are started again");
-    drain_output();
+  if (!workers_recover_in_process()) {
+    stop_workers(SIGTERM);
     return;
   }
-  stop_workers(SIGTERM);
+  if (round_end_.kind == RoundEndKind::kFailure) {
+    // A peer whose process died reaches the workers at once (its connections reset) and one
+    // of them reports it; a node that went silent (stopped, cut off) leaves them blocked in a
+    // collective until its timeout: those are restarted instead.
+    const auto deadline = std::chrono::steady_clock::now() + kLostReportGrace;
+    bool reported = false;
+    while (!reported && std::chrono::steady_clock::now() < deadline) {
+      try {
+        rendezvous_->heartbeat();
+        reported = generation_lost_report(rendezvous_->scope(), round_.generation).has_value();
+      } catch (const std::exception&) {
+        break;
+      }
+      if (!reported) output_.pump(std::chrono::milliseconds(50));
+    }
+    if (!reported) {
+      log(str_cat("no worker reported the loss within ", format_duration_ms(kLostReportGrace.count()),
+                  " (blocked in a collective with the silent node): restarting them"));
+      stop_workers(SIGTERM);
+      return;
+    }
+  }
+  log("the workers recover in their processes (--elastic in-process); those that ended are started again");
+  // Their output keeps flowing; start_workers() replaces the ones that ended.
 }
 
 std::string LaunchAgent::store_loss(const std::exception& e) const {

@@ -71,7 +71,8 @@ class LaunchAgent {
   // Ends this generation for a failure: a restart while the job's budget allows, else an abort.
   RoundEnd end_for_failure(const std::string& reason);
   // Flight recorder: asks the running workers for their files (SIGUSR1), waits up to a second for
-  // them, and logs what `ringtrace` would say of this round's files.
+  // them, and logs what `ringtrace` would say of this round's files. Workers that recover in
+  // their processes are not asked: they wrote theirs when they lost the peer, and go on.
   void report_flight_recorder();
   // SIGUSR1 to each running worker that handles it (its default action would end the others);
   // returns the ranks asked, and logs the others.
