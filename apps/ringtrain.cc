@@ -75,7 +75,9 @@ int train_recovering_in_process(const ringtorch::TrainerOptions& o, const ringto
     std::fflush(stdout);
     group->shutdown();
     group.reset();
-    const auto wait = rdzv.timeout + std::chrono::minutes(10);  // the agents' rendezvous, bounded by its join_timeout
+    // The agents' rendezvous ends by itself (its --rdzv_conf join_timeout, 600 s by default, or
+    // the job's end); this bound only keeps a worker whose ringrun vanished from waiting forever.
+    const auto wait = rdzv.timeout + std::chrono::minutes(20);
     current = worker->next_generation(options, wait);
     rdzv = ringtorch::rendezvous(current);
     group = ringtorch::ProcessGroup::create(rdzv);

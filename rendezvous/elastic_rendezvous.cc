@@ -25,6 +25,11 @@ std::string node_list(const std::vector<ElasticNode>& nodes) {
 
 std::string seconds_text(std::chrono::milliseconds d) { return format_duration_ms(d.count()); }
 
+// Ends after which the next node to arrive starts a new job.
+bool ends_job(RoundEndKind kind) {
+  return kind == RoundEndKind::kFinished || kind == RoundEndKind::kAborted || kind == RoundEndKind::kDied;
+}
+
 }  // namespace
 
 std::string ElasticNode::describe() const { return str_cat("node '", id, "' (--node_rank ", rank_hint, ")"); }
@@ -70,6 +75,8 @@ const char* round_end_name(RoundEndKind kind) {
       return "finished";
     case RoundEndKind::kAborted:
       return "aborted";
+    case RoundEndKind::kDied:
+      return "died";
   }
   return "?";
 }
@@ -104,7 +111,8 @@ std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation) {
   const std::string kind = text.substr(0, tab);
   RoundEnd end;
   end.reason = tab == std::string::npos ? "" : text.substr(tab + 1);
-  for (auto k2 : {RoundEndKind::kFailure, RoundEndKind::kAdmission, RoundEndKind::kFinished, RoundEndKind::kAborted}) {
+  for (auto k2 : {RoundEndKind::kFailure, RoundEndKind::kAdmission, RoundEndKind::kFinished, RoundEndKind::kAborted,
+                  RoundEndKind::kDied}) {
     if (kind == round_end_name(k2)) end.kind = k2;
   }
   return end;
@@ -114,14 +122,19 @@ int generation_restart_count(c10d::Store& scope, int generation) {
   int count = 0;
   for (int h = generation - 1; h >= 0; --h) {
     const auto end = generation_end(scope, h);
-    if (!end || end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted) break;  // a job before
+    if (!end || ends_job(end->kind)) break;  // a job before
     if (end->kind == RoundEndKind::kFailure) ++count;
   }
   return count;
 }
 
-void report_generation_lost(c10d::Store& scope, int generation, const std::string& reason) {
+void report_generation_lost(c10d::Store& scope, int generation, const std::string& node_id, const std::string& reason) {
+  scope.set(elastic_key(generation, "lost/" + node_id), to_bytes(reason));
   scope.compareSet(elastic_key(generation, "lost"), {}, to_bytes(reason));
+}
+
+bool node_reported_lost(c10d::Store& scope, int generation, const std::string& node_id) {
+  return scope.check({elastic_key(generation, "lost/" + node_id)});
 }
 
 void declare_in_process_recovery(c10d::Store& scope, int generation, const std::string& node_id, int local_rank) {
@@ -150,9 +163,11 @@ bool ElasticRendezvous::silent(const ElasticNode& node) {
   const int64_t value = scope_->add("hb/" + node.id, 0);
   const auto now = Clock::now();
   Seen& seen = seen_[node.id];
-  if (seen.value != value) seen = Seen{value, now};
+  if (seen.value != value) seen = Seen{value, now, seen.value >= 0};
   return now - seen.changed >= settings_.heartbeat_timeout();
 }
+
+bool ElasticRendezvous::beating(const ElasticNode& node) { return !silent(node) && seen_[node.id].moved; }
 
 int ElasticRendezvous::first_open_generation() {
   int g = 0;
@@ -174,8 +189,13 @@ std::vector<ElasticNode> ElasticRendezvous::registrants(int generation) {
 bool ElasticRendezvous::generation_over(int generation) {
   if (end_of(generation)) return true;
   // Every member silent: the whole job died without writing an end (all its nodes killed).
+  // Recorded, so that a member that was only stopped and comes back reads the same history.
   const auto nodes = members(generation);
-  return std::all_of(nodes.begin(), nodes.end(), [&](const ElasticNode& n) { return silent(n); });
+  if (!std::all_of(nodes.begin(), nodes.end(), [&](const ElasticNode& n) { return silent(n); })) return false;
+  scope_->compareSet(elastic_key(generation, "end"), {},
+                     to_bytes(str_cat(round_end_name(RoundEndKind::kDied), "\tevery node of generation ", generation,
+                                      " went silent")));
+  return true;
 }
 
 bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_point>* enough_since) {
@@ -189,10 +209,15 @@ bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_poin
   for (auto& n : registrants(generation)) {
     if (!silent(n)) live.push_back(std::move(n));
   }
+  // Node order; beyond max_nodes the last in that order wait for the next generation, so the
+  // node given --node_rank 0 (with tcp://, the one hosting the store) is always in.
+  std::sort(live.begin(), live.end(), [](const ElasticNode& a, const ElasticNode& b) {
+    return a.rank_hint != b.rank_hint ? a.rank_hint < b.rank_hint : a.id < b.id;
+  });
   const int n = static_cast<int>(live.size());
   bool close = false;
   if (n >= settings_.max_nodes) {
-    live.resize(static_cast<size_t>(settings_.max_nodes));  // the first to arrive; the rest wait for the next
+    live.resize(static_cast<size_t>(settings_.max_nodes));
     close = true;
   } else if (n >= settings_.min_nodes) {
     if (!*enough_since) *enough_since = Clock::now();
@@ -201,9 +226,6 @@ bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_poin
     enough_since->reset();
   }
   if (!close) return false;
-  std::sort(live.begin(), live.end(), [](const ElasticNode& a, const ElasticNode& b) {
-    return a.rank_hint != b.rank_hint ? a.rank_hint < b.rank_hint : a.id < b.id;
-  });
   std::string text;
   for (const auto& node : live) text += node.encode() + "\n";
   scope_->compareSet(elastic_key(generation, "members"), {}, to_bytes(text));  // the first writer's list stands
@@ -239,55 +261,96 @@ void ElasticRendezvous::throw_join_timeout(int generation) {
 
 ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
   const auto start = Clock::now();
-  int g = first_open_generation();
-  // A node that arrives while a generation runs waits for it; one that arrives after the job
-  // under this run id finished (or aborted, or died whole) starts a new job.
-  bool waiting_for_running_job = g > 0 && !generation_over(g - 1);
+  // A node that arrives while a generation runs waits for it in the next one. One that arrives
+  // after the job under this run id ended (finished, aborted, or died whole) starts a new job two
+  // generations on: the next one may hold registrations of nodes that waited for the old job.
+  bool waiting_for_running_job = false;
+  auto place = [&](int g) {
+    waiting_for_running_job = false;
+    if (g == 0) return g;
+    const auto end = end_of(g - 1);
+    const bool passed_over = members(g - 1).empty();  // by the first node of a new job, below
+    if (end && ends_job(end->kind) && !passed_over) {
+      // Closed with no members and ended: every walk passes over it, and the restart count of
+      // the new job starts there.
+      scope_->compareSet(elastic_key(g, "members"), {}, {});
+      scope_->compareSet(
+          elastic_key(g, "end"), {},
+          to_bytes(str_cat(round_end_name(RoundEndKind::kAborted), "\tpassed over: the job before ended")));
+      return first_open_generation();
+    }
+    waiting_for_running_job = !end.has_value();
+    return g;
+  };
+  int g = place(first_open_generation());
+  std::string registration;  // this node's key in the generation it waits in
   auto register_in = [&](int generation) {
     const int64_t ticket = scope_->add(elastic_key(generation, "joined"), 1) - 1;
-    scope_->set(elastic_key(generation, str_cat("node/", ticket)), to_bytes(me_.encode()));
+    registration = elastic_key(generation, str_cat("node/", ticket));
+    scope_->set(registration, to_bytes(me_.encode()));
   };
-  heartbeat();
-  register_in(g);
-  if (waiting_for_running_job) {
-    log_(str_cat("generation ", g - 1, " is running (", node_list(members(g - 1)),
-                 "); waiting to be admitted in generation ", g));
-  }
-  std::optional<Clock::time_point> enough_since;
-  while (true) {
-    tick();
+  try {
     heartbeat();
-    if (try_close(g, &enough_since)) {
-      auto list = members(g);
-      const auto mine = std::find_if(list.begin(), list.end(), [&](const ElasticNode& n) { return n.id == me_.id; });
-      if (mine != list.end()) {
-        generation_ = g;
-        members_ = list;
-        ElasticRound round;
-        round.generation = g;
-        round.restart_count = generation_restart_count(*scope_, g);
-        round.node_rank = static_cast<int>(mine - list.begin());
-        round.nodes = std::move(list);
-        return round;
-      }
-      log_(str_cat("generation ", g, " closed without this node (", list.size(),
-                   " nodes, --nnodes maximum reached or it arrived late); waiting for generation ", g + 1));
-      ++g;
-      register_in(g);
-      enough_since.reset();
-      waiting_for_running_job = true;
-      continue;
-    }
+    register_in(g);
     if (waiting_for_running_job) {
-      if (auto end = end_of(g - 1);
-          end && (end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted)) {
-        throw RendezvousClosed(*end, str_cat("the job ", end->kind == RoundEndKind::kFinished ? "finished" : "aborted",
-                                             " in generation ", g - 1, " while this node waited to be admitted",
-                                             end->reason.empty() ? "" : " (" + end->reason + ")"));
-      }
+      log_(str_cat("generation ", g - 1, " is running (", node_list(members(g - 1)),
+                   "); waiting to be admitted in generation ", g));
     }
-    if (Clock::now() - start > settings_.join_timeout) throw_join_timeout(g);
-    std::this_thread::sleep_for(kPoll);
+    std::optional<Clock::time_point> enough_since;
+    while (true) {
+      tick();
+      heartbeat();
+      if (waiting_for_running_job) {
+        const auto end = end_of(g - 1);
+        if (end && (end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted)) {
+          throw RendezvousClosed(*end,
+                                 str_cat("the job ", end->kind == RoundEndKind::kFinished ? "finished" : "aborted",
+                                         " in generation ", g - 1, " while this node waited to be admitted",
+                                         end->reason.empty() ? "" : " (" + end->reason + ")"));
+        }
+        if (!end && generation_over(g - 1)) continue;  // its end was just recorded: read it
+        if (end && end->kind == RoundEndKind::kDied) {
+          // The job this node waited for died whole: this node starts a new one.
+          scope_->deleteKey(registration);
+          registration.clear();
+          g = place(first_open_generation());
+          register_in(g);
+          enough_since.reset();
+          continue;
+        }
+      }
+      if (try_close(g, &enough_since)) {
+        auto list = members(g);
+        const auto mine = std::find_if(list.begin(), list.end(), [&](const ElasticNode& n) { return n.id == me_.id; });
+        if (mine != list.end()) {
+          generation_ = g;
+          members_ = list;
+          ElasticRound round;
+          round.generation = g;
+          round.restart_count = generation_restart_count(*scope_, g);
+          round.node_rank = static_cast<int>(mine - list.begin());
+          round.nodes = std::move(list);
+          return round;
+        }
+        log_(str_cat("generation ", g, " closed without this node (", list.size(),
+                     " nodes, --nnodes maximum reached or it arrived late); waiting for generation ", g + 1));
+        ++g;
+        register_in(g);
+        enough_since.reset();
+        waiting_for_running_job = true;
+        continue;
+      }
+      if (Clock::now() - start > settings_.join_timeout) throw_join_timeout(g);
+      std::this_thread::sleep_for(kPoll);
+    }
+  } catch (...) {
+    // Leaving without joining (timeout, the job ended, a signal): take the registration back,
+    // or it would count as a node waiting to be admitted. Best effort: the store may be gone.
+    try {
+      if (!registration.empty()) scope_->deleteKey(registration);
+    } catch (const std::exception&) {
+    }
+    throw;
   }
 }
 
@@ -301,7 +364,7 @@ std::vector<ElasticNode> ElasticRendezvous::silent_members() {
 
 int ElasticRendezvous::nodes_waiting() {
   int n = 0;
-  for (const auto& r : registrants(generation_ + 1)) n += silent(r) ? 0 : 1;
+  for (const auto& r : registrants(generation_ + 1)) n += beating(r) ? 1 : 0;
   return n;
 }
 

@@ -4,10 +4,12 @@
 // A job is a sequence of generations (rounds). Every node's agent joins the first generation
 // that has not closed yet: it takes a ticket from the generation's counter and writes its
 // descriptor. A generation closes, once the previous one is over, as soon as max_nodes live
-// nodes have joined, or min_nodes have and no one else came for last_call_timeout; the first
-// agent to write the member list (compareSet) wins, so all agents agree on it. Nodes that came
-// too late (or beyond max_nodes) register in the next generation and wait there: the running
-// agents see them waiting and may end their generation to admit them. A generation ends with a
+// nodes have joined, or min_nodes have been there for last_call_timeout; the first agent to
+// write the member list (compareSet) wins, so all agents agree on it. Beyond max_nodes, the last
+// in node order (and nodes that came too late) register in the next generation and wait there:
+// the running agents see them waiting and may end their generation to admit them. A node that
+// arrives after the job under its run id finished or aborted starts a new job two generations
+// on, passing over the one that may hold registrations of nodes that waited for the old job. A generation ends with a
 // record written once (compareSet): a failure (a worker failed, or a member stopped sending
 // heartbeats), an admission, the finish of the job, or an abort; the survivors then join the
 // next generation. Node ranks follow the order (--node_rank given, node id), so nodes that give
@@ -25,7 +27,8 @@
 //   g<G>/joined          ticket counter        g<G>/node/<ticket>   "id\thint\tnproc\thost"
 //   g<G>/members         one descriptor a line, in node-rank order (written once)
 //   g<G>/end             "<kind>\t<reason>" (written once)           hb/<node id>   counter
-//   g<G>/lost            a worker's report that the generation cannot go on (written once)
+//   g<G>/lost            a worker's report that the generation cannot go on (written once);
+//                        g<G>/lost/<node id> the report of each node's workers
 //   g<G>/in_process/<node id>/<local rank>   a worker that recovers in its process
 //
 // Thread-safety: none; one agent thread uses an instance. Store calls may throw (store lost).
@@ -65,7 +68,8 @@ struct ElasticRound {
   int first_rank() const;  // global rank of this node's local rank 0
 };
 
-enum class RoundEndKind { kFailure, kAdmission, kFinished, kAborted };
+// kDied: every member went silent without writing an end (the whole job was killed).
+enum class RoundEndKind { kFailure, kAdmission, kFinished, kAborted, kDied };
 const char* round_end_name(RoundEndKind kind);
 
 struct RoundEnd {
@@ -82,9 +86,11 @@ std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation);     
 // How many failure ends lie between the job's first generation and `generation` (the restart
 // count every member of `generation` agrees on).
 int generation_restart_count(c10d::Store& scope, int generation);
-// A worker that lost a peer asks its agent to end the generation; the first report stands.
-void report_generation_lost(c10d::Store& scope, int generation, const std::string& reason);
+// A worker of node `node_id` that lost a peer asks the agents to end the generation; the first
+// report of the generation stands (generation_lost_report), and each node's is kept apart.
+void report_generation_lost(c10d::Store& scope, int generation, const std::string& node_id, const std::string& reason);
 std::optional<std::string> generation_lost_report(c10d::Store& scope, int generation);
+bool node_reported_lost(c10d::Store& scope, int generation, const std::string& node_id);
 // A worker that recovers inside its process (ringtrain --elastic in-process) says so for each
 // generation it joins; its agent then keeps it running when the generation ends.
 void declare_in_process_recovery(c10d::Store& scope, int generation, const std::string& node_id, int local_rank);
@@ -106,7 +112,7 @@ class ElasticRendezvous {
   void heartbeat();
   // Members of the current generation (this node excluded) silent for the heartbeat timeout.
   std::vector<ElasticNode> silent_members();
-  // Live nodes registered in the next generation, waiting to be admitted.
+  // Nodes registered in the next generation whose heartbeat moves: waiting to be admitted.
   int nodes_waiting();
   // Ends the current generation unless it already ended; returns the end that stands.
   RoundEnd end_round(RoundEndKind kind, const std::string& reason);
@@ -121,9 +127,13 @@ class ElasticRendezvous {
   struct Seen {
     int64_t value = -1;
     std::chrono::steady_clock::time_point changed;
+    bool moved = false;  // changed since this agent first looked: the node is alive for sure
   };
   int first_open_generation();
   bool silent(const ElasticNode& node);
+  // Not silent, and its heartbeat seen to move (a registration left by a node that exited
+  // looks alive until the heartbeat timeout; this does not).
+  bool beating(const ElasticNode& node);
   std::vector<ElasticNode> registrants(int generation);
   std::vector<ElasticNode> members(int generation) { return generation_members(*scope_, generation); }
   std::optional<RoundEnd> end_of(int generation) { return generation_end(*scope_, generation); }

@@ -29,7 +29,9 @@ ElasticWorker::ElasticWorker(c10::intrusive_ptr<c10d::Store> scope, std::string 
       generation_(generation),
       local_rank_(local_rank) {}
 
-void ElasticWorker::report_lost(const std::string& reason) { report_generation_lost(*scope_, generation_, reason); }
+void ElasticWorker::report_lost(const std::string& reason) {
+  report_generation_lost(*scope_, generation_, node_, reason);
+}
 
 bool ElasticWorker::generation_ended() { return generation_end(*scope_, generation_).has_value(); }
 
@@ -38,7 +40,8 @@ RendezvousOptions ElasticWorker::next_generation(const RendezvousOptions& base, 
   int g = generation_ + 1;
   while (true) {
     if (auto end = generation_end(*scope_, g - 1);
-        end && (end->kind == RoundEndKind::kAborted || end->kind == RoundEndKind::kFinished)) {
+        end && (end->kind == RoundEndKind::kAborted || end->kind == RoundEndKind::kFinished ||
+                end->kind == RoundEndKind::kDied)) {
       throw PeerLostError(str_cat("elastic job '", run_, "' ", round_end_name(end->kind), " in generation ", g - 1,
                                   end->reason.empty() ? "" : ": " + end->reason));
     }
@@ -49,6 +52,9 @@ RendezvousOptions ElasticWorker::next_generation(const RendezvousOptions& base, 
         ++g;  // closed without this node (the job was full); its agent waits for the next
         continue;
       }
+      // Said before the group is made: if this generation ends meanwhile, the agent keeps this
+      // process (and its commits) rather than stopping it.
+      declare_in_process_recovery(*scope_, g, node_, local_rank_);
       ElasticRound round;
       round.generation = g;
       round.nodes = nodes;

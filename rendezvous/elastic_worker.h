@@ -5,15 +5,19 @@
 //
 // Example (given: ringtorch::RendezvousOptions options, const std::function<void(ringtorch::ProcessGroup&)>& train):
 //   auto rdzv = ringtorch::rendezvous(options);
-//   auto elastic = ringtorch::ElasticWorker::from_environment(rdzv, options.env);  // under ringrun
 //   while (true) {
+//     auto elastic = ringtorch::ElasticWorker::from_environment(rdzv, options.env);  // each generation
 //     auto group = ringtorch::ProcessGroup::create(rdzv);
-//     try { train(*group); break; } catch (const ringtorch::PeerLostError& e) {
-//       if (!elastic) throw;
+//     try {
+//       train(*group);
+//       break;
+//     } catch (const ringtorch::PeerLostError& e) {
+//       if (!elastic) throw;  // not under an elastic ringrun
 //       elastic->report_lost(e.what());
+//       group.reset();
+//       options = elastic->next_generation(options, std::chrono::minutes(10));  // its env names the generation
+//       rdzv = ringtorch::rendezvous(options);
 //     }
-//     group.reset();
-//     rdzv = ringtorch::rendezvous(elastic->next_generation(options, std::chrono::minutes(10)));
 //   }
 //
 // Thread-safety: none; the training thread.
@@ -40,9 +44,10 @@ class ElasticWorker {
   // True once the generation ended: a node left, failed, or is being admitted.
   bool generation_ended();
   // Waits until a later generation closes with this node in it (the agents rendezvous; this
-  // reads their result) and returns `base` with this worker's rank, world size, run id and
-  // restart count in it. Throws TimeoutError after `timeout`, naming the generation it waited
-  // for, and PeerLostError when the job ended (aborted or finished) without this node.
+  // reads their result), says this worker recovers in process there, and returns `base` with
+  // this worker's rank, world size, run id, restart count and generation in it (make the next
+  // ElasticWorker from a rendezvous with those options). Throws TimeoutError after `timeout`, naming the generation it
+  // waited for, and PeerLostError when the job ended (aborted or finished) without this node.
   RendezvousOptions next_generation(const RendezvousOptions& base, std::chrono::milliseconds timeout);
 
  private:

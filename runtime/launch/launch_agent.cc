@@ -131,7 +131,9 @@ void LaunchAgent::settle_run_id() {
   placement_.node_rank = config_.node_rank;  // until the rendezvous places this node
   char host[256] = "";
   ::gethostname(host, sizeof host - 1);
-  ElasticNode me{str_cat(host, ":", ::getpid()), config_.node_rank, config_.nproc_per_node, host};
+  // host:pid, and 4 random hex digits: containers may share a hostname and all run as PID 1.
+  ElasticNode me{str_cat(host, ":", ::getpid(), ":", random_run_id().substr(0, 4)), config_.node_rank,
+                 config_.nproc_per_node, host};
   ElasticSettings settings = config_.rdzv_conf;
   settings.min_nodes = config_.min_nnodes;
   settings.max_nodes = config_.nnodes;
@@ -166,7 +168,9 @@ std::optional<int> LaunchAgent::join_generation() {
   // Each generation's workers get fresh keys (and shared-memory names): a reused run id or a
   // restart never reads an earlier generation's keys.
   placement_.run_id = generation_run_id(run_id_, g);
-  placement_.flight_recorder_dir = flight_recorder_directory(placement_.run_id, config_.log_dir);
+  // One directory for the whole job: workers that recover in their processes keep the one they
+  // started with. The report reads only the files written since the generation began.
+  placement_.flight_recorder_dir = flight_recorder_directory(run_id_, config_.log_dir);
   placement_.node_rank = round_.node_rank;
   placement_.nnodes = static_cast<int>(round_.nodes.size());
   placement_.first_rank = round_.first_rank();
@@ -257,7 +261,7 @@ void LaunchAgent::end_generation_workers() {
     while (!reported && std::chrono::steady_clock::now() < deadline) {
       try {
         rendezvous_->heartbeat();
-        reported = generation_lost_report(rendezvous_->scope(), round_.generation).has_value();
+        reported = node_reported_lost(rendezvous_->scope(), round_.generation, placement_.elastic_node);
       } catch (const std::exception&) {
         break;
       }
@@ -308,16 +312,17 @@ RoundEnd LaunchAgent::end_for_failure(const std::string& reason) {
 }
 
 std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std::string* remote_reason) {
-  if (!several_nodes() || store_lost_) return std::nullopt;
+  if (store_lost_) return std::nullopt;
   try {
+    // A worker recovering in its process lost a peer: it waits for the next generation.
+    if (auto lost = generation_lost_report(rendezvous_->scope(), round_.generation)) {
+      round_end_ = end_for_failure(*lost);  // "[rank 1/3] lost a peer: ..."; a standing end wins
+      return Outcome::kRoundEnded;
+    }
+    if (!several_nodes()) return std::nullopt;
     rendezvous_->heartbeat();
     if (auto end = rendezvous_->round_end()) {
       round_end_ = *end;
-      return Outcome::kRoundEnded;
-    }
-    // A worker recovering in its process lost a peer: it waits for the next generation.
-    if (auto lost = generation_lost_report(rendezvous_->scope(), round_.generation)) {
-      round_end_ = end_for_failure(*lost);  // "[rank 1/3] lost a peer: ..."
       return Outcome::kRoundEnded;
     }
     const auto silent = rendezvous_->silent_members();
@@ -328,8 +333,10 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std
                                   " (--rdzv_conf keep_alive_interval x keep_alive_max_attempt): declared dead"));
       return Outcome::kRoundEnded;
     }
+    // Admitting restarts every worker: not once some have finished (they would train again).
     const bool room = static_cast<int>(round_.nodes.size()) < config_.nnodes;
-    if (may_admit && room && std::chrono::steady_clock::now() - round_started_ >= config_.rdzv_conf.admit_interval) {
+    if (may_admit && room && std::chrono::steady_clock::now() - round_started_ >= config_.rdzv_conf.admit_interval &&
+        !any_worker_finished()) {
       if (const int waiting = rendezvous_->nodes_waiting()) {
         round_end_ = rendezvous_->end_round(RoundEndKind::kAdmission,
                                             str_cat(waiting, " node", waiting > 1 ? "s" : "", " waiting to join"));
@@ -340,6 +347,16 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std
     if (store_failed(e, "", remote_reason)) return Outcome::kRemoteAbort;
   }
   return std::nullopt;
+}
+
+bool LaunchAgent::any_worker_finished() {
+  for (auto& w : workers_) {
+    if (auto status = w.poll(); status && status->success()) return true;
+  }
+  for (int n = 0; n < placement_.nnodes; ++n) {
+    if (control_->check({str_cat("done/", n)})) return true;
+  }
+  return false;
 }
 
 LaunchAgent::Outcome LaunchAgent::monitor(Failure* failure, std::string* remote_reason) {
@@ -431,7 +448,11 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(std::string* remote_reaso
       if (!store_lost_ && control_->check(done)) {
         // Waiting nodes learn that the job is over; then node 0 (which may host the store)
         // leaves last, or the others would lose the store mid-check.
-        rendezvous_->end_round(RoundEndKind::kFinished, "");
+        const RoundEnd end = rendezvous_->end_round(RoundEndKind::kFinished, "");
+        if (end.kind != RoundEndKind::kFinished) {  // a failure or an abort came first: this node goes with it
+          round_end_ = end;
+          return Outcome::kRoundEnded;
+        }
         MemberContext who{placement_.node_rank, placement_.nnodes, "node", "ringrun exit"};
         leave_barrier(*control_, "exit", who, config_.timeout.value_or(kDefaultTimeout));
         return Outcome::kSucceeded;
@@ -528,6 +549,12 @@ int LaunchAgent::run_rounds() {
         } catch (const std::exception& e) {
           log(str_cat("could not tell the other nodes through the store: ", e.what()));
           end.kind = round_.restart_count >= config_.max_restarts ? RoundEndKind::kAborted : RoundEndKind::kFailure;
+        }
+        round_end_ = end;
+        if (end.kind == RoundEndKind::kAdmission) {  // an admission ended the generation first
+          log(str_cat(what, "; the generation had just ended to admit nodes (not counted as a restart)"));
+          end_generation_workers();
+          continue;
         }
         if (end.kind != RoundEndKind::kAborted) {
           log(str_cat(what, "; stopping the others and restarting the group (restart ", restart + 1, " of ",

@@ -92,6 +92,8 @@ class LaunchAgent {
   // The other nodes, through the store: the generation's end, silent members, nodes waiting
   // (admitted only while `may_admit`).
   std::optional<Outcome> check_store(bool may_admit, std::string* remote_reason);
+  // A local worker exited 0, or a node of this generation is done.
+  bool any_worker_finished();
   void stop_workers(int sig);
   void drain_output();
   // Shared-memory segments (runtime/comm/shm) of this run that workers killed mid set-up left.

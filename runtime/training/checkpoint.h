@@ -13,7 +13,7 @@
 //   "model"            {name: tensor} for every parameter and buffer
 //   "optimizer_state"  {"kind", "parameters"}: per-parameter state as tensors and ints
 //                      (optimizer_state.h; absent without optimizer)
-//   "epoch", "step", "samples_in_epoch"   ints (the sampler's position within the epoch)
+//   "epoch", "step", "samples_in_epoch"   ints (how much of the epoch's order all ranks trained)
 //   "rng_state"        uint8 tensor: the CPU generator's state
 //   "metadata"         {str: str}
 // Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.

@@ -19,7 +19,7 @@ namespace ringtorch {
 struct TrainingProgress {
   int64_t epoch = 0;
   int64_t step = 0;                             // optimizer steps so far, over all epochs
-  int64_t samples_in_epoch = 0;                 // this rank's sampler position within `epoch`
+  int64_t samples_in_epoch = 0;                 // samples of `epoch` all ranks together trained (its order's prefix)
   std::map<std::string, std::string> metadata;  // run metadata (model name, world size, ...)
 };
 

@@ -101,19 +101,20 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   p.master_port = 29400;
   p.flight_recorder_dir = "/logs/flight_recorder";
   p.timeline = "/out/run.json";
-  p.node_rank = 1;  // as the elastic rendezvous placed it
-  p.nnodes = 2;
-  p.first_rank = 2;
-  p.world_size = 4;
+  p.node_rank = 2;  // as the elastic rendezvous placed it, not as the flags said
+  p.nnodes = 3;
+  p.first_rank = 4;
+  p.world_size = 6;
   p.elastic_run = "run7";
   p.elastic_node = "host:42";
   p.generation = 3;
   auto env = worker_environment(c, p, 1, false);
-  const std::map<std::string, std::string> expected = {{"RANK", "3"},
+  const std::map<std::string, std::string> expected = {{"RANK", "5"},
                                                        {"LOCAL_RANK", "1"},
-                                                       {"WORLD_SIZE", "4"},
+                                                       {"WORLD_SIZE", "6"},
                                                        {"LOCAL_WORLD_SIZE", "2"},
-                                                       {"GROUP_RANK", "1"},
+                                                       {"GROUP_RANK", "2"},
+                                                       {"GROUP_WORLD_SIZE", "3"},
                                                        {"MASTER_ADDR", "10.0.0.1"},
                                                        {"MASTER_PORT", "29400"},
                                                        {"TORCHELASTIC_USE_AGENT_STORE", "True"},
@@ -128,7 +129,7 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   EXPECT_EQ(env["RINGTORCH_TIMEOUT"].substr(0, 2), "30");
   EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
   EXPECT_EQ(env["RINGTORCH_FLIGHT_RECORDER_DIR"], "/logs/flight_recorder");
-  EXPECT_EQ(env["RINGTORCH_TIMELINE"], "/out/run.json.rank3.json") << "each rank its own part";
+  EXPECT_EQ(env["RINGTORCH_TIMELINE"], "/out/run.json.rank5.json") << "each rank its own part";
 }
 
 TEST(WorkerCommand, LegacyLocalRankUnlessUseEnv) {

@@ -68,8 +68,11 @@ TEST(ElasticRendezvous, ALateNodeWaitsForAdmissionAndLearnsWhenTheJobFinished) {
   ra.get();
   rb.get();
   auto waiting = std::async(std::launch::async, [&] { return late.join(); });
-  while (a.rendezvous.nodes_waiting() == 0) std::this_thread::sleep_for(milliseconds(5));
-  EXPECT_EQ(a.rendezvous.nodes_waiting(), 1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (a.rendezvous.nodes_waiting() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  EXPECT_EQ(a.rendezvous.nodes_waiting(), 1) << "counted once its heartbeat moved";
   a.rendezvous.end_round(RoundEndKind::kFinished, "");
   try {
     waiting.get();
@@ -144,8 +147,35 @@ TEST(ElasticRendezvous, ARunIdReusedAfterAFinishedJobStartsAFreshJob) {
   }
   Agent again(store, "again", 0, fast(1, 1));
   const ElasticRound round = again.join();
-  EXPECT_EQ(round.generation, 2);
+  EXPECT_EQ(round.generation, 3) << "generation 2 is passed over";
   EXPECT_EQ(round.restart_count, 0) << "the earlier job's restarts are not this job's";
+}
+
+// A node that waited to join a job and was killed leaves its registration in the next
+// generation; a new job under the same run id must not take it for a member.
+TEST(ElasticRendezvous, ANodeThatWaitedForAnEndedJobIsNotTakenIntoTheNextOne) {
+  auto store = memory_store();
+  Agent a(store, "a", 0, fast(2, 2)), b(store, "b", 1, fast(2, 2));
+  auto ra = std::async(std::launch::async, [&] { return a.join(); });
+  auto rb = std::async(std::launch::async, [&] { return b.join(); });
+  ra.get();
+  rb.get();
+  // The ghost: registered for generation 1 by hand, as a killed waiter leaves it.
+  const int64_t ticket = store->add("g1/joined", 1) - 1;
+  ElasticNode ghost{"ghost", 0, 2, "gone"};
+  const std::string encoded = ghost.encode();
+  store->set("g1/node/" + std::to_string(ticket), std::vector<uint8_t>(encoded.begin(), encoded.end()));
+  EXPECT_EQ(a.rendezvous.nodes_waiting(), 0) << "a registration whose heartbeat never moves is not a waiting node";
+  a.rendezvous.end_round(RoundEndKind::kFinished, "");
+  Agent c(store, "c", 0, fast(2, 2)), d(store, "d", 1, fast(2, 2));
+  auto rc = std::async(std::launch::async, [&] { return c.join(); });
+  auto rd = std::async(std::launch::async, [&] { return d.join(); });
+  const ElasticRound round = rc.get();
+  rd.get();
+  EXPECT_EQ(round.generation, 2);
+  ASSERT_EQ(round.nodes.size(), 2u);
+  EXPECT_EQ(round.nodes[0].id, "c");
+  EXPECT_EQ(round.nodes[1].id, "d");
 }
 
 TEST(ElasticSettings, ParsesTorchrunsKeysAndRefusesOthers) {
