@@ -5,6 +5,7 @@
 #   (a) --nnodes 2, --max_restarts 2: a replacement node started in its namespace: the job
 #       finishes within 1 accuracy point of an uninterrupted run;
 #   (b) --nnodes 2:3: not replaced: the other two finish at world size 2;
+#   (b) with node 2's link cut instead (no connection reset): declared dead by its heartbeat;
 #   and (b) again with --elastic in-process: the survivors go on without restarting.
 # The redis:// store lives outside the killed nodes, so it survives them. The one-host cases
 # (c-f, over file://) are in tests/apps/elastic_test.sh. Skips (77) without root, ip netns,
@@ -82,6 +83,23 @@ expect_line b0 "generation 1: node 0 of 2, ranks 0..0 of world size 2, restart 1
 expect_line b0 "resumed at epoch [0-9]* step [0-9]* with world size 2 (was 3)"
 expect_line b0 '"world_size":2'
 echo "elastic across namespaces (b): node 2 killed: finished at world size 2"
+# --- node 2's link cut: no connection resets, only its silence -----------------------------------
+for n in 0 1 2; do
+  in_ns $n
+  elastic_node l$n $n --nnodes 2:3 --max_restarts 1 --run_id cut --rdzv_endpoint "$store" -- "${train[@]}" \
+    --checkpoint-dir "$dir/cut"
+done
+wait_for_line l0 "Epoch \[1/3\]"
+disown "${node_pid[l2]}"
+ip link set "${netns_links[2]}" down
+expect_exit l0 0
+expect_exit l1 0
+ip link set "${netns_links[2]}" up
+kill_namespace 2
+expect_line l0 "node '.*' (--node_rank 2) sent no heartbeat for 2 s .*: declared dead"
+expect_line l0 "resumed at epoch [0-9]* step [0-9]* with world size 2 (was 3)"
+echo "elastic across namespaces (cut link): node 2 declared dead by its heartbeat, finished at world size 2"
+
 # --- in-process recovery: node 2 lost, the others go on in their processes ----------------------
 for n in 0 1 2; do
   in_ns $n

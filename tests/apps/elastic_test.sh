@@ -8,7 +8,9 @@
 #   (c) 2 nodes running, a third joins: admitted, the job finishes at world size 3;
 #   (d) fewer than MIN nodes past the join timeout: an error naming the missing node, exit 1;
 #   (e) the restart budget used up: a clear error;
-#   (f) a run id reused after a finished job: the new job runs, two generations on.
+#   (f) a run id reused after a finished job: the new job runs, two generations on;
+#   node 0 hosting a tcp:// store killed: the other ends, naming the store and redis://;
+#   in-process recovery: a node lost, then one admitted, without restarting a worker.
 # The same plan across network namespaces over redis://: tests/apps/elastic_netns_test.sh.
 #   bash tests/apps/elastic_test.sh RINGRUN RINGTRAIN
 set -euo pipefail
@@ -103,6 +105,18 @@ expect_exit g1 0
 expect_line g0 "generation 2: node 0 of 2"
 expect_line g1 "rank 1 of 2"
 echo "elastic (f): run id 'plain' reused after it finished: generation 2 ran (1 passed over)"
+# --- the tcp:// store lives in node 0's ringrun: losing node 0 ends the job, saying so -----------
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+for n in 0 1; do
+  elastic_node t$n $n --nnodes 2 --max_restarts 2 --master_port "$port" -- sh -c 'sleep 60'
+done
+wait_for_line t1 "generation 0: node 1 of 2"
+kill_node t0
+expect_exit t1 1
+expect_line t1 "lost the store on node 0 (tcp://127.0.0.1:$port; has node 0's ringrun exited?)"
+expect_line t1 "for a job that survives any node, use --rdzv_endpoint redis://HOST:PORT"
+echo "elastic (tcp store): node 0 killed: node 1 exits 1 naming the lost store and redis://"
+
 # --- in-process recovery (--elastic in-process): a node lost, then one admitted -----------------
 inproc=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0 --progress off
   --elastic in-process --commit-every-steps 10)
