@@ -268,9 +268,11 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
   auto place = [&](int g) {
     waiting_for_running_job = false;
     if (g == 0) return g;
+    // Passed over by the first node of a new job (below): this node is one of that job. Its
+    // end may not be written yet (two writes), so the empty member list decides.
+    if (members(g - 1).empty()) return g;
     const auto end = end_of(g - 1);
-    const bool passed_over = members(g - 1).empty();  // by the first node of a new job, below
-    if (end && ends_job(end->kind) && !passed_over) {
+    if (end && ends_job(end->kind)) {
       // Closed with no members and ended: every walk passes over it, and the restart count of
       // the new job starts there.
       scope_->compareSet(elastic_key(g, "members"), {}, {});
