@@ -2,9 +2,9 @@
 #   elastic_node NAME NODE_RANK RINGRUN_FLAGS... -- PROGRAM ARGS...   starts one in the background
 #   kill_node NAME                  SIGKILL to all its processes (ringrun and workers)
 #   expect_exit NAME CODE           waits (bounded) for its exit status
-#   wait_for_line / expect_line NAME REGEX, accuracy NAME, fail MESSAGE
-# Set $node_prefix (e.g. "ip netns exec NS") per call to run a node elsewhere. Every node runs
-# under `timeout`, so nothing outlives the test.
+#   wait_for_line / expect_line NAME REGEX, accuracy NAME, expect_within_one_point A B, fail MESSAGE
+# A script that defines place_node N (setting node_prefix, e.g. to "ip netns exec NS") runs
+# node N elsewhere. Every node runs under `timeout`, so nothing outlives the test.
 declare -A node_pid=()
 node_prefix=()
 fail() {
@@ -17,6 +17,7 @@ elastic_node() {
   shift 2
   while [ "$1" != "--" ]; do flags+=("$1"); shift; done
   shift
+  if declare -F place_node >/dev/null; then place_node "$rank"; fi
   setsid "${node_prefix[@]}" timeout -s KILL 300 "$ringrun" --node_rank "$rank" --nproc_per_node 1 --use_env \
     --timeout 30 --monitor_interval 0.1 --rdzv_conf "$conf" "${flags[@]}" "$@" >"$dir/$name.log" 2>&1 &
   node_pid[$name]=$!
@@ -41,3 +42,7 @@ wait_for_line() {
 }
 expect_line() { grep -q -- "$2" "$dir/$1.log" || fail "$1 did not print '$2'"; }
 accuracy() { grep -o 'Test accuracy: [0-9.]*' "$dir/$1.log" | tail -n 1 | cut -d' ' -f3; }
+expect_within_one_point() {  # ACCURACY UNINTERRUPTED_ACCURACY
+  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01) }' ||
+    fail "accuracy $1 after the node was replaced, $2 uninterrupted: more than 1 point apart"
+}
