@@ -33,6 +33,10 @@
 
 namespace ringtorch {
 
+// Between 2 ranks, buffers of at least twice this go in pieces of it, each reduced while the
+// next are in flight (Note [Pipelined direct all-reduce] in direct_allreduce.cc).
+constexpr size_t kDirectPieceBytes = size_t{1} << 20;
+
 void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t element_size,
                       const ReduceFunction& reduce, uint32_t tag, std::chrono::milliseconds timeout,
                       ScratchBuffer& scratch, const FingerprintCheck* check = nullptr);

@@ -151,6 +151,20 @@ TEST(ProcessGroup, AllreduceOfAMillionElementsInEveryDtype) {
   }
 }
 
+// Between 2 ranks, direct all-reduce sends buffers of 2 MiB and more in 1 MiB pieces, reducing
+// each as it arrives (Note [Pipelined direct all-reduce]): a last piece shorter than the others,
+// and element sizes 1, 4 and 8 (pieces end on whole elements).
+TEST(ProcessGroup, DirectAllreduceInPiecesEqualsTheWholeReduction) {
+  on_ranks(2, [&](ProcessGroup& group) {
+    for (auto dtype : {at::kByte, at::kFloat, at::kDouble}) {
+      const int64_t count = (int64_t{5} << 20) / at::elementSize(dtype) + 3;  // 5 pieces and a bit
+      at::Tensor t = input_for(group.rank(), count, dtype);
+      group.allreduce(t, ReduceOp::kSum);
+      ASSERT_TRUE(at::equal(t, expected_for(ReduceOp::kSum, 2, count, dtype))) << c10::toString(dtype);
+    }
+  });
+}
+
 TEST(ProcessGroup, BroadcastFromEveryRoot) {
   for (int world : {1, 2, 3, 5}) {
     on_ranks(world, [&](ProcessGroup& group) {
