@@ -122,3 +122,13 @@ case_in_process() {
   lost=$(grep -o 'lost a peer at step [0-9]* (last commit: step [0-9]*)' "$dir/i0.log" | head -n 1)
   echo "elastic$where in-process: node 2 lost ($lost), then a node admitted: finished at world size 3 without restarting a worker"
 }
+
+# (a) to (f), in this order: (f) reuses the run id (a) finished.
+torchelastic_plan() {
+  case_replaced
+  case_lost
+  case_admitted
+  case_too_few
+  case_budget
+  case_reused
+}

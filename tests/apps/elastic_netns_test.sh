@@ -35,12 +35,7 @@ place_node() { node_prefix=(ip netns exec "${ns[$1]}" env RINGTORCH_HOST_ID="ela
 source "$here/elastic_cases.sh"
 where=" across namespaces"
 
-case_replaced
-case_lost
-case_admitted
-case_too_few
-case_budget
-case_reused
+torchelastic_plan
 
 # --- node 2's link cut: no connection resets, only its silence -----------------------------------
 for n in 0 1 2; do

@@ -23,12 +23,7 @@ source "$(dirname "$0")/elastic_cases.sh"
 store="file://$dir/store"
 where=""
 
-case_replaced
-case_lost
-case_admitted
-case_too_few
-case_budget
-case_reused
+torchelastic_plan
 # --- the tcp:// store lives in node 0's ringrun: losing node 0 ends the job, saying so -----------
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 for n in 0 1; do
