@@ -66,11 +66,10 @@ int train_recovering_in_process(const ringtorch::TrainerOptions& o, const ringto
     } catch (const ringtorch::Error& e) {
       if (e.kind() != ringtorch::ErrorKind::kPeerLost && e.kind() != ringtorch::ErrorKind::kTimeout) throw;
       const std::string what = e.what();
+      const std::string first_line = what.substr(0, what.find('\n'));
       std::printf("[ringtorch] %slost a peer at step %lld (last commit: step %lld), recovering in this process: %s\n",
-                  who.c_str(), (long long)state.reached_step(), (long long)state.committed_step(),
-                  what.substr(0, what.find('\n')).c_str());
-      worker->report_lost(
-          ringtorch::str_cat(who, "lost a peer: ", what.substr(0, std::min<size_t>(what.find('\n'), 300))));
+                  who.c_str(), (long long)state.reached_step(), (long long)state.committed_step(), first_line.c_str());
+      worker->report_lost(ringtorch::str_cat(who, "lost a peer: ", first_line.substr(0, 300)));
     }
     std::fflush(stdout);
     group->shutdown();

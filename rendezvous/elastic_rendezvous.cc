@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "base/error.h"
-#include "rendezvous/store_wait.h"
+#include "rendezvous/store_value.h"
 
 namespace ringtorch {
 namespace {
@@ -14,23 +14,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPoll{50};
 
-std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-
-std::string node_list(const std::vector<ElasticNode>& nodes) {
-  std::string out;
-  for (size_t i = 0; i < nodes.size(); ++i) out += (i ? ", " : "") + nodes[i].describe();
-  return out.empty() ? "none" : out;
-}
-
-std::string seconds_text(std::chrono::milliseconds d) { return format_duration_ms(d.count()); }
-
 // Ends after which the next node to arrive starts a new job.
 bool ends_job(RoundEndKind kind) {
   return kind == RoundEndKind::kFinished || kind == RoundEndKind::kAborted || kind == RoundEndKind::kDied;
 }
 
 }  // namespace
+
+std::string describe_nodes(const std::vector<ElasticNode>& nodes) {
+  std::string out;
+  for (const auto& n : nodes) out += (out.empty() ? "" : ", ") + n.describe();
+  return out.empty() ? "none" : out;
+}
+
+std::string elastic_scope(const std::string& run_id) { return "ringrun/" + run_id + "/elastic"; }
 
 std::string ElasticNode::describe() const { return str_cat("node '", id, "' (--node_rank ", rank_hint, ")"); }
 
@@ -95,7 +92,7 @@ std::vector<ElasticNode> generation_members(c10d::Store& scope, int generation) 
   std::vector<ElasticNode> nodes;
   const std::string k = elastic_key(generation, "members");
   if (!scope.check({k})) return nodes;
-  std::stringstream in(to_string(scope.get(k)));
+  std::stringstream in(store_text(scope.get(k)));
   std::string line;
   while (std::getline(in, line)) {
     if (auto n = ElasticNode::decode(line)) nodes.push_back(*n);
@@ -106,7 +103,7 @@ std::vector<ElasticNode> generation_members(c10d::Store& scope, int generation) 
 std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation) {
   const std::string k = elastic_key(generation, "end");
   if (!scope.check({k})) return std::nullopt;
-  const std::string text = to_string(scope.get(k));
+  const std::string text = store_text(scope.get(k));
   const auto tab = text.find('\t');
   const std::string kind = text.substr(0, tab);
   RoundEnd end;
@@ -129,8 +126,8 @@ int generation_restart_count(c10d::Store& scope, int generation) {
 }
 
 void report_generation_lost(c10d::Store& scope, int generation, const std::string& node_id, const std::string& reason) {
-  scope.set(elastic_key(generation, "lost/" + node_id), to_bytes(reason));
-  scope.compareSet(elastic_key(generation, "lost"), {}, to_bytes(reason));
+  scope.set(elastic_key(generation, "lost/" + node_id), store_value(reason));
+  scope.compareSet(elastic_key(generation, "lost"), {}, store_value(reason));
 }
 
 bool node_reported_lost(c10d::Store& scope, int generation, const std::string& node_id) {
@@ -148,7 +145,7 @@ bool recovers_in_process(c10d::Store& scope, int generation, const std::string& 
 std::optional<std::string> generation_lost_report(c10d::Store& scope, int generation) {
   const std::string k = elastic_key(generation, "lost");
   if (!scope.check({k})) return std::nullopt;
-  return to_string(scope.get(k));
+  return store_text(scope.get(k));
 }
 
 void ElasticRendezvous::heartbeat() {
@@ -181,9 +178,17 @@ std::vector<ElasticNode> ElasticRendezvous::registrants(int generation) {
   for (int64_t t = 0; t < count; ++t) {
     const std::string k = elastic_key(generation, str_cat("node/", t));
     if (!scope_->check({k})) continue;  // took a ticket, not yet written (or died in between)
-    if (auto n = ElasticNode::decode(to_string(scope_->get(k)))) nodes.push_back(*n);
+    if (auto n = ElasticNode::decode(store_text(scope_->get(k)))) nodes.push_back(*n);
   }
   return nodes;
+}
+
+std::vector<ElasticNode> ElasticRendezvous::live_registrants(int generation) {
+  std::vector<ElasticNode> live;
+  for (auto& n : registrants(generation)) {
+    if (!silent(n)) live.push_back(std::move(n));
+  }
+  return live;
 }
 
 bool ElasticRendezvous::generation_over(int generation) {
@@ -193,8 +198,8 @@ bool ElasticRendezvous::generation_over(int generation) {
   const auto nodes = members(generation);
   if (!std::all_of(nodes.begin(), nodes.end(), [&](const ElasticNode& n) { return silent(n); })) return false;
   scope_->compareSet(elastic_key(generation, "end"), {},
-                     to_bytes(str_cat(round_end_name(RoundEndKind::kDied), "\tevery node of generation ", generation,
-                                      " went silent")));
+                     store_value(str_cat(round_end_name(RoundEndKind::kDied), "\tevery node of generation ", generation,
+                                         " went silent")));
   return true;
 }
 
@@ -205,10 +210,7 @@ bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_poin
     enough_since->reset();
     return false;
   }
-  std::vector<ElasticNode> live;
-  for (auto& n : registrants(generation)) {
-    if (!silent(n)) live.push_back(std::move(n));
-  }
+  std::vector<ElasticNode> live = live_registrants(generation);
   // Node order; beyond max_nodes the last in that order wait for the next generation, so the
   // node given --node_rank 0 (with tcp://, the one hosting the store) is always in.
   std::sort(live.begin(), live.end(), [](const ElasticNode& a, const ElasticNode& b) {
@@ -228,21 +230,19 @@ bool ElasticRendezvous::try_close(int generation, std::optional<Clock::time_poin
   if (!close) return false;
   std::string text;
   for (const auto& node : live) text += node.encode() + "\n";
-  scope_->compareSet(elastic_key(generation, "members"), {}, to_bytes(text));  // the first writer's list stands
+  scope_->compareSet(elastic_key(generation, "members"), {}, store_value(text));  // the first writer's list stands
   return true;
 }
 
 void ElasticRendezvous::throw_join_timeout(int generation) {
-  std::vector<ElasticNode> live;
-  for (auto& n : registrants(generation)) {
-    if (!silent(n)) live.push_back(std::move(n));
-  }
-  std::string message = str_cat("rendezvous generation ", generation, ": ", live.size(), " node",
-                                live.size() == 1 ? "" : "s", " (", node_list(live), ") of the ", settings_.min_nodes,
-                                " needed (--nnodes ", settings_.min_nodes, ":", settings_.max_nodes, ") after ",
-                                seconds_text(settings_.join_timeout), " (--rdzv_conf join_timeout=SECONDS)");
+  const std::vector<ElasticNode> live = live_registrants(generation);
+  std::string message =
+      str_cat("rendezvous generation ", generation, ": ", live.size(), " node", live.size() == 1 ? "" : "s", " (",
+              describe_nodes(live), ") of the ", settings_.min_nodes, " needed (--nnodes ", settings_.min_nodes, ":",
+              settings_.max_nodes, ") after ", format_duration_ms(settings_.join_timeout.count()),
+              " (--rdzv_conf join_timeout=SECONDS)");
   if (generation > 0 && !generation_over(generation - 1)) {
-    message += str_cat("; generation ", generation - 1, " still runs (", node_list(members(generation - 1)),
+    message += str_cat("; generation ", generation - 1, " still runs (", describe_nodes(members(generation - 1)),
                        ") and did not admit this node: it is full (--nnodes maximum) or admits at most once per "
                        "--rdzv_conf admit_interval");
   } else if (generation > 0) {
@@ -251,7 +251,7 @@ void ElasticRendezvous::throw_join_timeout(int generation) {
       const bool back = std::any_of(live.begin(), live.end(), [&](const ElasticNode& n) { return n.id == m.id; });
       if (!back) missing.push_back(m);
     }
-    message += str_cat("; missing since generation ", generation - 1, ": ", node_list(missing),
+    message += str_cat("; missing since generation ", generation - 1, ": ", describe_nodes(missing),
                        " (dead, or pointed at another store; start a replacement node with the same --run_id)");
   } else {
     message += "; start the other nodes with the same --run_id and --rdzv_endpoint";
@@ -278,7 +278,7 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
       scope_->compareSet(elastic_key(g, "members"), {}, {});
       scope_->compareSet(
           elastic_key(g, "end"), {},
-          to_bytes(str_cat(round_end_name(RoundEndKind::kAborted), "\tpassed over: the job before ended")));
+          store_value(str_cat(round_end_name(RoundEndKind::kAborted), "\tpassed over: the job before ended")));
       return first_open_generation();
     }
     waiting_for_running_job = !end.has_value();
@@ -289,13 +289,13 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
   auto register_in = [&](int generation) {
     const int64_t ticket = scope_->add(elastic_key(generation, "joined"), 1) - 1;
     registration = elastic_key(generation, str_cat("node/", ticket));
-    scope_->set(registration, to_bytes(me_.encode()));
+    scope_->set(registration, store_value(me_.encode()));
   };
   try {
     heartbeat();
     register_in(g);
     if (waiting_for_running_job) {
-      log_(str_cat("generation ", g - 1, " is running (", node_list(members(g - 1)),
+      log_(str_cat("generation ", g - 1, " is running (", describe_nodes(members(g - 1)),
                    "); waiting to be admitted in generation ", g));
     }
     std::optional<Clock::time_point> enough_since;
@@ -371,7 +371,7 @@ int ElasticRendezvous::nodes_waiting() {
 }
 
 RoundEnd ElasticRendezvous::end_round(RoundEndKind kind, const std::string& reason) {
-  scope_->compareSet(elastic_key(generation_, "end"), {}, to_bytes(str_cat(round_end_name(kind), "\t", reason)));
+  scope_->compareSet(elastic_key(generation_, "end"), {}, store_value(str_cat(round_end_name(kind), "\t", reason)));
   return *end_of(generation_);
 }
 

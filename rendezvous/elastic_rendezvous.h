@@ -52,7 +52,7 @@ struct ElasticNode {
   int nproc = 1;      // workers on this node
   std::string host;   // for messages
 
-  // "node 'host:123' (--node_rank 1)"
+  // "node 'host:123:a1b2' (--node_rank 1)"
   std::string describe() const;
   std::string encode() const;
   static std::optional<ElasticNode> decode(const std::string& line);
@@ -77,6 +77,11 @@ struct RoundEnd {
   std::string reason;
 };
 
+// "node 'a' (--node_rank 0), node 'b' (--node_rank 1)", or "none".
+std::string describe_nodes(const std::vector<ElasticNode>& nodes);
+
+// The prefix of a run's elastic keys: "ringrun/<run id>/elastic" (agents and workers).
+std::string elastic_scope(const std::string& run_id);
 // Reading and writing one generation's keys, for agents and their workers (elastic_worker.h).
 std::string elastic_key(int generation, const std::string& name);
 // The run id the workers of `generation` use for their own keys: "<run>" for 0, else "<run>.<G>".
@@ -135,6 +140,7 @@ class ElasticRendezvous {
   // looks alive until the heartbeat timeout; this does not).
   bool beating(const ElasticNode& node);
   std::vector<ElasticNode> registrants(int generation);
+  std::vector<ElasticNode> live_registrants(int generation);  // registrants not silent
   std::vector<ElasticNode> members(int generation) { return generation_members(*scope_, generation); }
   std::optional<RoundEnd> end_of(int generation) { return generation_end(*scope_, generation); }
   bool generation_over(int generation);

@@ -16,7 +16,7 @@ std::optional<ElasticWorker> ElasticWorker::from_environment(const Rendezvous& r
   const auto generation = env("RINGTORCH_ELASTIC_GENERATION");
   if (!run || !node || !generation || run->empty() || node->empty()) return std::nullopt;
   const int g = parse_int_in_range(*generation, 0, 1 << 30, "environment variable RINGTORCH_ELASTIC_GENERATION");
-  auto scope = c10::make_intrusive<c10d::PrefixStore>("ringrun/" + *run + "/elastic", rdzv.base_store);
+  auto scope = c10::make_intrusive<c10d::PrefixStore>(elastic_scope(*run), rdzv.base_store);
   declare_in_process_recovery(*scope, g, *node, rdzv.local_rank);
   return ElasticWorker(scope, *run, *node, g, rdzv.local_rank);
 }

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "rendezvous/store_value.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {
@@ -30,8 +31,6 @@ constexpr char kCompareSetScript[] =
     "end\n"
     "if v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2]); return ARGV[2] end\n"
     "return v\n";
-
-std::string to_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
 // Sends one command with binary-safe arguments; null on a broken connection (see ctx->errstr).
 redisReply* send_command(redisContext* ctx, const std::vector<std::string>& args) {
@@ -148,12 +147,12 @@ RedisStore::Reply RedisStore::command(const std::vector<std::string>& args, Retr
 }
 
 void RedisStore::set(const std::string& key, const std::vector<uint8_t>& value) {
-  command({"SET", key, to_string(value)}, Retry::kIdempotent);
+  command({"SET", key, store_text(value)}, Retry::kIdempotent);
 }
 
 std::vector<uint8_t> RedisStore::compareSet(const std::string& key, const std::vector<uint8_t>& expected,
                                             const std::vector<uint8_t>& desired) {
-  auto reply = command({"EVAL", kCompareSetScript, "1", key, to_string(expected), to_string(desired)}, Retry::kNever);
+  auto reply = command({"EVAL", kCompareSetScript, "1", key, store_text(expected), store_text(desired)}, Retry::kNever);
   return std::vector<uint8_t>(reply->str, reply->str + reply->len);
 }
 

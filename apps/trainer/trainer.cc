@@ -400,27 +400,25 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
     double loss_sum = 0, loss_by_sample = 0;
     const int64_t samples_before = trained_before;
     int64_t batches = 0, samples_done = samples_before, my_samples = 0;
-    // Inside the epoch, every --checkpoint-every-steps steps (not after its last step: the
-    // epoch's end saves then). Every rank calls it; rank 0 writes. Not while a rank sits out:
-    // rank 0 may be the one that sat out, and its weights are behind until the epoch's end.
-    auto checkpoint_inside_epoch = [&](int64_t step) {
-      if (!checkpoints || o.checkpoint_every_steps <= 0 || step + 1 >= steps) return;
-      if (progress.step % o.checkpoint_every_steps != 0 || (balancer && balancer->anyone_sits_out())) return;
-      TimelineSpan span("checkpoint", "train");
+    // Inside the epoch (not after its last step: the epoch's end saves then), a checkpoint every
+    // --checkpoint-every-steps steps (every rank calls it; rank 0 writes) and, with --elastic
+    // in-process, a commit every --commit-every-steps. Neither while a rank sits out: rank 0 may
+    // be the one that sat out, and its weights are behind until the epoch's end.
+    auto save_inside_epoch = [&](int64_t step) {
+      if (step + 1 >= steps || (balancer && balancer->anyone_sits_out())) return;
+      const bool checkpoint =
+          checkpoints && o.checkpoint_every_steps > 0 && progress.step % o.checkpoint_every_steps == 0;
+      const bool commit = elastic.state && progress.step % elastic.commit_every_steps == 0;
+      if (!checkpoint && !commit) return;
       TrainingProgress inside = progress;
       inside.epoch = epoch;
       inside.samples_in_epoch = std::min(samples_done, train_size);
       inside.metadata = checkpoint_metadata(o, world);
-      checkpoints->save(model.module(), optimizer.get(), inside, &group);
-    };
-    auto commit_inside_epoch = [&](int64_t step) {
-      if (!elastic.state || step + 1 >= steps || progress.step % elastic.commit_every_steps != 0) return;
-      if (balancer && balancer->anyone_sits_out()) return;  // a rank that sits out is behind: as above
-      TrainingProgress inside = progress;
-      inside.epoch = epoch;
-      inside.samples_in_epoch = std::min(samples_done, train_size);
-      inside.metadata = checkpoint_metadata(o, world);
-      commit_and_check_membership(inside);
+      if (checkpoint) {
+        TimelineSpan span("checkpoint", "train");
+        checkpoints->save(model.module(), optimizer.get(), inside, &group);
+      }
+      if (commit) commit_and_check_membership(inside);
     };
     reporter.begin_epoch(epoch, o.epochs, epoch_samples);
     for (int64_t step = 0; step < steps; ++step) {
@@ -479,9 +477,8 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
       ++progress.step;
       samples_done = trained_after(step + 1);
       reporter.update(samples_done, batches, batch_loss);
-      checkpoint_inside_epoch(step);
       if (elastic.state) elastic.state->reached(progress.step);
-      commit_inside_epoch(step);
+      save_inside_epoch(step);
     }
     reporter.end_epoch();
     // The epoch's training time: until its last step, which for a rank that sits out is when the

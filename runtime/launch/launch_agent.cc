@@ -17,6 +17,7 @@
 #include "rendezvous/join.h"
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store_factory.h"
+#include "rendezvous/store_value.h"
 #include "runtime/comm/shm/shared_segment.h"
 #include "runtime/trace/flight_recorder.h"
 
@@ -37,9 +38,6 @@ std::string random_run_id() {
   return id;
 }
 
-std::string to_string(const std::vector<uint8_t>& v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
-
 // How long workers that recover in their processes have to report a failure the agent saw
 // first (their collective fails at once when the peer's process died).
 constexpr std::chrono::milliseconds kLostReportGrace{2000};
@@ -53,12 +51,6 @@ class InterruptedError : public std::runtime_error {
  private:
   int signal_;
 };
-
-std::string node_names(const std::vector<ElasticNode>& nodes) {
-  std::string out;
-  for (const auto& n : nodes) out += (out.empty() ? "" : ", ") + n.describe();
-  return out;
-}
 
 }  // namespace
 
@@ -119,8 +111,8 @@ void LaunchAgent::settle_run_id() {
       run_id = random_run_id();
     } else if (fresh_tcp_store) {
       // Node 0's store is new for this job: node 0 picks the id, the others read it.
-      if (config_.node_rank == 0) store_->set("ringrun/run_id", to_bytes(random_run_id()));
-      run_id = to_string(store_->get("ringrun/run_id"));
+      if (config_.node_rank == 0) store_->set("ringrun/run_id", store_value(random_run_id()));
+      run_id = store_text(store_->get("ringrun/run_id"));
     } else {
       throw InvalidArgumentError("--run_id is required with --rdzv_endpoint " +
                                  parse_init_method(config_.rdzv_endpoint).text +
@@ -137,8 +129,7 @@ void LaunchAgent::settle_run_id() {
   ElasticSettings settings = config_.rdzv_conf;
   settings.min_nodes = config_.min_nnodes;
   settings.max_nodes = config_.nnodes;
-  if (config_.nnodes == 1) settings.last_call_timeout = std::chrono::milliseconds(0);
-  auto scope = c10::make_intrusive<c10d::PrefixStore>("ringrun/" + run_id + "/elastic", store_);
+  auto scope = c10::make_intrusive<c10d::PrefixStore>(elastic_scope(run_id), store_);
   rendezvous_ = std::make_unique<ElasticRendezvous>(scope, me, settings, [this](const std::string& m) { log(m); });
   const char* timeline = std::getenv("RINGTORCH_TIMELINE");
   placement_.timeline = !config_.timeline.empty() ? config_.timeline : timeline && *timeline ? timeline : "";
@@ -164,7 +155,7 @@ std::optional<int> LaunchAgent::join_generation() {
   }
   round_started_ = std::chrono::steady_clock::now();
   const int g = round_.generation;
-  control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat("ringrun/", run_id_, "/elastic/g", g), store_);
+  control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat(elastic_scope(run_id_), "/g", g), store_);
   // Each generation's workers get fresh keys (and shared-memory names): a reused run id or a
   // restart never reads an earlier generation's keys.
   placement_.run_id = generation_run_id(run_id_, g);
@@ -328,7 +319,7 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std
     const auto silent = rendezvous_->silent_members();
     if (!silent.empty()) {
       round_end_ =
-          end_for_failure(str_cat(node_names(silent), " sent no heartbeat for ",
+          end_for_failure(str_cat(describe_nodes(silent), " sent no heartbeat for ",
                                   format_duration_ms(config_.rdzv_conf.heartbeat_timeout().count()),
                                   " (--rdzv_conf keep_alive_interval x keep_alive_max_attempt): declared dead"));
       return Outcome::kRoundEnded;
