@@ -11,13 +11,25 @@
 namespace ringtorch {
 namespace {
 
+// `out` may be `a` or `b` itself (reductions run in place), never a partial overlap. A plain
+// loop over such pointers stays scalar at -O2 (GCC 12 will not add the runtime alias check
+// that vectorizing it needs), and it was 17% of a 2-rank 16 MiB all-reduce's samples over TCP
+// (docs/process_group.md, "Reduction kernels"). Computing a block of results before storing
+// it is exact for in-place calls and lets the compiler use vector registers across the block.
 template <typename T, typename Op>
 ReduceFunction elementwise(Op op) {
   return [op](void* out, const void* a, const void* b, size_t n) {
     T* o = static_cast<T*>(out);
     const T* x = static_cast<const T*>(a);
     const T* y = static_cast<const T*>(b);
-    for (size_t i = 0; i < n; ++i) o[i] = static_cast<T>(op(x[i], y[i]));
+    constexpr size_t kBlock = 128 / sizeof(T);  // two cache lines; 1x-4x measured the same
+    size_t i = 0;
+    for (; i + kBlock <= n; i += kBlock) {
+      T block[kBlock];
+      for (size_t j = 0; j < kBlock; ++j) block[j] = static_cast<T>(op(x[i + j], y[i + j]));
+      for (size_t j = 0; j < kBlock; ++j) o[i + j] = block[j];
+    }
+    for (; i < n; ++i) o[i] = static_cast<T>(op(x[i], y[i]));
   };
 }
 
