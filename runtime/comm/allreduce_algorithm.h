@@ -1,8 +1,11 @@
 // Which all-reduce algorithm runs a given message (RINGTORCH_ALLREDUCE_ALGORITHM, or by size),
 // and running it on a buffer.
 //
-//   auto    (default) direct while latency dominates, else the ring; see choose_allreduce_algorithm()
+//   auto    (default) direct while latency dominates, then halves (2 ranks) or the ring; see
+//           choose_allreduce_algorithm()
 //   direct  every rank sends its buffer to every peer (direct_allreduce.h)
+//   halves  2 ranks: each reduces the half it owns and sends it back, in pipelined pieces
+//           (halves_allreduce.h); forced with more ranks, the ring
 //   ring    Gloo's ring: 2(n-1) steps, bandwidth-optimal
 //   bcube   Gloo's bcube (recursive halving/doubling)
 //
@@ -19,19 +22,21 @@
 #include <string>
 
 #include "runtime/comm/direct_allreduce.h"
+#include "runtime/comm/halves_allreduce.h"
 #include "runtime/comm/reduce_kernels.h"
 
 namespace ringtorch {
 
-enum class AllreduceAlgorithm { kAuto, kDirect, kRing, kBcube };
+enum class AllreduceAlgorithm { kAuto, kDirect, kRing, kBcube, kHalves };
 
 // Throws InvalidArgumentError naming `origin` (e.g. the environment variable) for other names.
 AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name, const std::string& origin);
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
 
 // Resolves kAuto for a message of `bytes` per rank among `world_size` ranks:
-// - 2 ranks: direct up to kDirectMaxBytesTwoRanks (both algorithms move the same bytes; direct
-//   needs one round trip instead of two), ring above (bounds the receive buffer direct keeps).
+// - 2 ranks: direct below kHalvesMinBytesTwoRanks (one round trip), halves from there up to
+//   kHalvesMaxBytesTwoRanks (the same bytes on the wire, half the reduction), the ring above
+//   (bounds the receive memory halves keeps, half the buffer).
 // - more ranks: direct while (world_size - 1) * bytes <= kDirectMaxFanoutBytes, ring above.
 AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int world_size);
 
@@ -45,7 +50,8 @@ void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data,
                       std::chrono::milliseconds timeout, ScratchBuffer& scratch,
                       const FingerprintCheck* check = nullptr);
 
-constexpr size_t kDirectMaxBytesTwoRanks = size_t{64} << 20;
+constexpr size_t kHalvesMinBytesTwoRanks = size_t{8} << 20;
+constexpr size_t kHalvesMaxBytesTwoRanks = size_t{128} << 20;
 constexpr size_t kDirectMaxFanoutBytes = size_t{1} << 20;
 
 }  // namespace ringtorch

@@ -23,6 +23,9 @@
 //     | k mod 2^10 << 45       (part 0) and the bulk data (part 1) of the k-th message between
 //     | user tag               two ranks on one user tag (Note [Point-to-point header]); k
 //                              counts that pair's messages on that tag, the same way on both sides
+//   bit 41 | phase + 1 << 46   halves_allreduce_slot(tag, phase): the halves all-reduce of the
+//     | tag                    operation with that tag; phase 0 carries the copies of the
+//                              owner's half, phase 1 the reduced halves (halves_allreduce.h)
 //   bit 42                     fingerprint_slot(): every operation's call fingerprint
 //                              (call_fingerprint.h). One slot for all operations on purpose:
 //                              Gloo delivers one pair's messages on one slot in order, so a
@@ -44,6 +47,9 @@ constexpr uint32_t operation_tag(uint32_t sequence) { return sequence & 0x7FFFFF
 
 constexpr uint64_t point_to_point_slot(uint32_t user_tag) { return (uint64_t{1} << 40) | user_tag; }
 constexpr uint64_t direct_allreduce_slot(uint32_t tag) { return (uint64_t{1} << 41) | tag; }
+constexpr uint64_t halves_allreduce_slot(uint32_t tag, uint32_t phase) {
+  return (uint64_t{1} << 41) | (uint64_t{(phase & 1u) + 1} << 46) | tag;
+}
 constexpr uint64_t fingerprint_slot() { return uint64_t{1} << 42; }
 constexpr uint64_t point_to_point_part_slot(uint32_t user_tag, uint32_t k, uint32_t part) {
   return (uint64_t{1} << 43) | (uint64_t{part & 1u} << 44) | (uint64_t{k & 0x3FFu} << 45) | user_tag;

@@ -1,12 +1,16 @@
-// The process group's tables: operation names, call signatures, the tag space, and the one
-// reader of Gloo's exception text (one case per message shape of the Gloo ringtorch links).
+// The process group's tables: operation names, call signatures, the tag space, the reduction
+// kernels, and the one reader of Gloo's exception text (one case per message shape of the Gloo
+// ringtorch links).
+#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/op_type.h"
+#include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
@@ -55,29 +59,52 @@ TEST(TagSpace, OperationAndCreationTagsAreApart) {
   }
   EXPECT_EQ(operation_tag(0x80000005u), 5u) << "sequence numbers wrap inside the operation range";
   // ringtorch's own slots never meet each other or Gloo's (prefix in bits 56-63, tag below 2^32).
+  std::set<uint64_t> slots = {fingerprint_slot()};
+  size_t expected = 1;
   for (uint32_t tag : {0u, 7u, 0xFFFFFFFFu}) {
-    EXPECT_NE(point_to_point_slot(tag), direct_allreduce_slot(tag));
-    EXPECT_EQ(point_to_point_slot(tag) >> 56, 0u);
-    EXPECT_EQ(direct_allreduce_slot(tag) >> 56, 0u);
-    EXPECT_GE(point_to_point_slot(tag), uint64_t{1} << 32);
-    EXPECT_GE(direct_allreduce_slot(tag), uint64_t{1} << 32);
-    EXPECT_NE(fingerprint_slot(), point_to_point_slot(tag));
-    EXPECT_NE(fingerprint_slot(), direct_allreduce_slot(tag));
-    for (uint32_t k : {0u, 1u, 1023u, 1024u, 0xFFFFFFFFu}) {
-      for (uint32_t part : {0u, 1u}) {
-        const uint64_t slot = point_to_point_part_slot(tag, k, part);
-        EXPECT_EQ(slot >> 56, 0u);
-        EXPECT_GE(slot, uint64_t{1} << 32);
-        EXPECT_NE(slot, point_to_point_slot(tag));
-        EXPECT_NE(slot, direct_allreduce_slot(tag));
-        EXPECT_NE(slot, fingerprint_slot());
-        EXPECT_EQ(slot & 0xFFFFFFFFu, tag);
-      }
-      EXPECT_NE(point_to_point_part_slot(tag, k, 0), point_to_point_part_slot(tag, k, 1));
+    std::vector<uint64_t> of_tag = {point_to_point_slot(tag), direct_allreduce_slot(tag), halves_allreduce_slot(tag, 0),
+                                    halves_allreduce_slot(tag, 1)};
+    for (uint32_t k : {0u, 1u, 1023u}) {
+      for (uint32_t part : {0u, 1u}) of_tag.push_back(point_to_point_part_slot(tag, k, part));
     }
-    EXPECT_NE(point_to_point_part_slot(tag, 0, 1), point_to_point_part_slot(tag, 1, 1));
+    EXPECT_EQ(point_to_point_part_slot(tag, 1024, 1), point_to_point_part_slot(tag, 0, 1)) << "k counts mod 2^10";
+    for (uint64_t slot : of_tag) {
+      EXPECT_EQ(slot >> 56, 0u);
+      EXPECT_GE(slot, uint64_t{1} << 32);
+      EXPECT_EQ(slot & 0xFFFFFFFFu, tag);
+      slots.insert(slot);
+    }
+    expected += of_tag.size();
   }
+  EXPECT_EQ(slots.size(), expected) << "two kinds of message share a slot";
   EXPECT_EQ(fingerprint_slot() >> 56, 0u);
+}
+
+// Every kernel against ATen's own op, out of place and in place on either input, at lengths
+// around the kernels' block (128 bytes) so that the blocked part and the tail both run.
+TEST(ReduceKernels, MatchAtenOutOfPlaceAndInPlace) {
+  const std::vector<std::pair<ReduceOp, at::Tensor (*)(const at::Tensor&, const at::Tensor&)>> ops = {
+      {ReduceOp::kSum, [](const at::Tensor& a, const at::Tensor& b) { return a + b; }},
+      {ReduceOp::kProduct, [](const at::Tensor& a, const at::Tensor& b) { return a * b; }},
+      {ReduceOp::kMin, [](const at::Tensor& a, const at::Tensor& b) { return at::minimum(a, b); }},
+      {ReduceOp::kMax, [](const at::Tensor& a, const at::Tensor& b) { return at::maximum(a, b); }}};
+  for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16, at::kInt, at::kLong, at::kByte}) {
+    for (const auto& [op, aten] : ops) {
+      const ReduceFunction reduce = reduce_function(op, dtype);
+      for (int64_t n : {0, 1, 15, 16, 17, 127, 128, 129, 1000}) {
+        at::Tensor a = at::randint(1, 9, {n}).to(dtype), b = at::randint(1, 9, {n}).to(dtype);
+        const at::Tensor want = aten(a, b);
+        at::Tensor out = at::empty_like(a);
+        reduce(out.data_ptr(), a.data_ptr(), b.data_ptr(), n);
+        EXPECT_TRUE(at::equal(out, want)) << reduce_op_name(op) << " " << c10::toString(dtype) << " n=" << n;
+        at::Tensor in_a = a.clone(), in_b = b.clone();
+        reduce(in_a.data_ptr(), in_a.data_ptr(), b.data_ptr(), n);
+        reduce(in_b.data_ptr(), a.data_ptr(), in_b.data_ptr(), n);
+        EXPECT_TRUE(at::equal(in_a, want)) << "in place on a: " << reduce_op_name(op) << " n=" << n;
+        EXPECT_TRUE(at::equal(in_b, want)) << "in place on b: " << reduce_op_name(op) << " n=" << n;
+      }
+    }
+  }
 }
 
 struct GlooShape {

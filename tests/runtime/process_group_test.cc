@@ -81,7 +81,8 @@ TEST(ProcessGroup, AllreduceEveryOpDtypeAndCountAtWorldSizes1To8) {
 // Every algorithm, forced, at sizes on both sides of auto's thresholds: random floats (so the
 // order of additions shows), results close to the exact sum and bit-identical on every rank.
 TEST(ProcessGroup, EveryAllreduceAlgorithmGivesEveryRankTheSameBits) {
-  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kRing, AllreduceAlgorithm::kBcube}) {
+  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves, AllreduceAlgorithm::kRing,
+                         AllreduceAlgorithm::kBcube}) {
     for (int world : {2, 3, 4}) {
       ProcessGroupOptions options;
       options.allreduce_algorithm = algorithm;
@@ -115,8 +116,11 @@ TEST(ProcessGroup, EveryAllreduceAlgorithmGivesEveryRankTheSameBits) {
 TEST(AllreduceAlgorithm, AutoChoosesDirectWhileLatencyDominates) {
   using A = AllreduceAlgorithm;
   EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, 4, 2), A::kDirect);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxBytesTwoRanks, 2), A::kDirect);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxBytesTwoRanks + 1, 2), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMinBytesTwoRanks - 1, 2), A::kDirect);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMinBytesTwoRanks, 2), A::kHalves);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMaxBytesTwoRanks, 2), A::kHalves);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMaxBytesTwoRanks + 1, 2), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kHalves, 4, 3), A::kRing);  // halves is for 2 ranks
   EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxFanoutBytes / 3, 4), A::kDirect);
   EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxFanoutBytes / 3 + 1, 4), A::kRing);
   EXPECT_EQ(choose_allreduce_algorithm(A::kRing, 4, 2), A::kRing);
@@ -127,7 +131,7 @@ TEST(AllreduceAlgorithm, AutoChoosesDirectWhileLatencyDominates) {
     parse_allreduce_algorithm("tree", "RINGTORCH_ALLREDUCE_ALGORITHM");
     FAIL() << "accepted an unknown algorithm";
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("RINGTORCH_ALLREDUCE_ALGORITHM=tree: use auto, direct, ring or bcube"),
+    EXPECT_NE(std::string(e.what()).find("RINGTORCH_ALLREDUCE_ALGORITHM=tree: use auto, direct, halves, ring or bcube"),
               std::string::npos)
         << e.what();
   }
@@ -154,13 +158,18 @@ TEST(ProcessGroup, AllreduceOfAMillionElementsInEveryDtype) {
 // Between 2 ranks, direct all-reduce sends buffers of 2 MiB and more in 1 MiB pieces, reducing
 // each as it arrives (Note [Pipelined direct all-reduce]): a last piece shorter than the others,
 // and element sizes 1, 4 and 8 (pieces end on whole elements).
-TEST(ProcessGroup, DirectAllreduceInPiecesEqualsTheWholeReduction) {
+// Between 2 ranks, auto sends 5 MiB directly and 9 MiB by halves, both in 1 MiB pieces and a
+// bit (an odd count: the halves differ by one element and end inside a piece).
+TEST(ProcessGroup, TwoRankAllreduceInPiecesEqualsTheWholeReduction) {
   on_ranks(2, [&](ProcessGroup& group) {
-    for (auto dtype : {at::kByte, at::kFloat, at::kDouble}) {
-      const int64_t count = (int64_t{5} << 20) / at::elementSize(dtype) + 3;  // 5 pieces and a bit
-      at::Tensor t = input_for(group.rank(), count, dtype);
-      group.allreduce(t, ReduceOp::kSum);
-      ASSERT_TRUE(at::equal(t, expected_for(ReduceOp::kSum, 2, count, dtype))) << c10::toString(dtype);
+    for (int64_t mib : {5, 9}) {
+      for (auto dtype : {at::kByte, at::kFloat, at::kDouble}) {
+        const int64_t count = (mib << 20) / at::elementSize(dtype) + 3;
+        at::Tensor t = input_for(group.rank(), count, dtype);
+        group.allreduce(t, ReduceOp::kSum);
+        ASSERT_TRUE(at::equal(t, expected_for(ReduceOp::kSum, 2, count, dtype)))
+            << mib << " MiB " << c10::toString(dtype);
+      }
     }
   });
 }
