@@ -5,7 +5,7 @@
 //           choose_allreduce_algorithm()
 //   direct  every rank sends its buffer to every peer (direct_allreduce.h)
 //   halves  2 ranks: each reduces the half it owns and sends it back, in pipelined pieces
-//           (halves_allreduce.h); forced with more ranks, the ring
+//           (halves_allreduce.h); forced on any other number of ranks, the ring
 //   ring    Gloo's ring: 2(n-1) steps, bandwidth-optimal
 //   bcube   Gloo's bcube (recursive halving/doubling)
 //
@@ -41,10 +41,10 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
 AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int world_size);
 
 // Reduces `count` elements of `element_size` bytes at `data` in place across the context's
-// ranks with the (resolved, not kAuto) `algorithm`; `scratch` serves the direct algorithm.
+// ranks with the (resolved, not kAuto) `algorithm`; `scratch` serves direct and halves.
 // With `check`, the ranks compare their calls first (call_fingerprint.h): inside the direct
-// algorithm's exchange, or as one exchange of fingerprints before Gloo's. Throws Gloo's
-// exceptions, or ringtorch's typed ones (direct_allreduce.h), on failure.
+// algorithm's exchange, or as one exchange of fingerprints before halves or Gloo's. Throws
+// Gloo's exceptions, or ringtorch's typed ones (direct_allreduce.h), on failure.
 void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data, size_t count, size_t element_size,
                       const ReduceFunction& reduce, AllreduceAlgorithm algorithm, uint32_t tag,
                       std::chrono::milliseconds timeout, ScratchBuffer& scratch,

@@ -6,9 +6,10 @@
 // exchange's (S each way), but each rank reduces S/2 instead of S and keeps S/2 of receive
 // memory instead of S: on a 2-core machine, where the TCP copies and the reduction compete for
 // the same cores, that is what counts (docs/process_group.md, "Algorithm"). Both halves go in
-// pieces of kHalvesPieceBytes, every receive and send posted at once, so a piece is reduced
-// and on its way back while later ones are still arriving (Note [Halves all-reduce] in
-// halves_allreduce.cc).
+// pieces of kHalvesPieceBytes: every receive and every copy is posted at once, and each piece
+// is reduced as soon as it has arrived, while later ones are still arriving; each result is
+// sent when its piece is reduced and, on the one stream per pair, leaves after this rank's
+// copies (Note [Halves all-reduce] in halves_allreduce.cc).
 //
 // Each element is reduced once, by its owner, in rank order (b0 op b1): both ranks hold
 // bit-identical results, as with the ring and the direct exchange.
@@ -30,8 +31,9 @@
 
 namespace ringtorch {
 
-// 1 MiB: 512 KiB to 4 MiB pieces measured within this VM's noise of each other at 16 MiB, and
-// smaller pieces for smaller buffers made 4 MiB slower (docs/process_group.md, "Algorithm").
+// 1 MiB: 512 KiB to 2 MiB pieces measured within 0.2% of each other at 16 MiB (4 MiB ones 8%
+// slower), and smaller pieces for smaller buffers made 4 MiB slower (docs/process_group.md,
+// "Algorithm").
 constexpr size_t kHalvesPieceBytes = size_t{1} << 20;
 
 // `context` must have exactly 2 ranks (InvalidArgumentError otherwise).

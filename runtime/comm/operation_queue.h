@@ -49,7 +49,7 @@ namespace ringtorch {
 struct Operation {
   CallSignature call;
   std::string detail;               // "4.0 MiB float32 sum, direct", for the Work's description
-  const char* path = "gloo";        // "shared memory", "direct", "ring", ...: the flight recorder's
+  const char* path = "gloo";        // "shared memory", "direct", "halves", ...: the flight recorder's
   std::string label;                // ScopedOperationLabel::current() at submission
   std::vector<at::Tensor> tensors;  // the caller's tensors, kept alive by the Work
   std::chrono::milliseconds timeout{0};

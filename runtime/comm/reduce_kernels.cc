@@ -14,7 +14,7 @@ namespace {
 // `out` may be `a` or `b` itself (reductions run in place), never a partial overlap. A plain
 // loop over such pointers stays scalar at -O2 (GCC 12 will not add the runtime alias check
 // that vectorizing it needs), and it was 17% of a 2-rank 16 MiB all-reduce's samples over TCP
-// (docs/process_group.md, "Reduction kernels"). Computing a block of results before storing
+// (docs/process_group.md, "Algorithm"). Computing a block of results before storing
 // it is exact for in-place calls and lets the compiler use vector registers across the block.
 template <typename T, typename Op>
 ReduceFunction elementwise(Op op) {

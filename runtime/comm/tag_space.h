@@ -5,7 +5,7 @@
 // share a slot. This header owns every tag and slot ringtorch uses; nothing else may invent one.
 //
 // 32-bit tags, passed to Gloo's collectives (which build the slot as their own 8-bit prefix in
-// bits 56-63, then the tag) and to ringtorch's direct all-reduce:
+// bits 56-63, then the tag) and to ringtorch's direct and halves all-reduces:
 //
 //   0x00000000 .. 0x7FFFFFFF   operation_tag(sequence): the group's operations, numbered in
 //                              submission order on every rank (wraps after 2^31 operations;

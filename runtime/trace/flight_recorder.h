@@ -51,7 +51,7 @@ struct FlightEntry {
   enum class State { kQueued, kStarted, kCompleted, kFailed };
   uint64_t sequence = 0;
   const char* op = "";    // "allreduce" (a string literal: op_type_name)
-  const char* path = "";  // "shared memory", "direct", "ring", "bcube", "hierarchical", "gloo"
+  const char* path = "";  // "shared memory", "direct", "halves", "ring", "bcube", "hierarchical", "gloo"
   const char* dtype = "";
   int64_t count = 0;
   int64_t bytes = 0;

@@ -126,6 +126,7 @@ TEST(AllreduceAlgorithm, AutoChoosesDirectWhileLatencyDominates) {
   EXPECT_EQ(choose_allreduce_algorithm(A::kRing, 4, 2), A::kRing);
   EXPECT_EQ(choose_allreduce_algorithm(A::kBcube, 1 << 30, 8), A::kBcube);
   EXPECT_EQ(parse_allreduce_algorithm("direct", "X"), A::kDirect);
+  EXPECT_EQ(parse_allreduce_algorithm(allreduce_algorithm_name(A::kHalves), "X"), A::kHalves);
   EXPECT_EQ(parse_allreduce_algorithm("", "X"), A::kAuto);
   try {
     parse_allreduce_algorithm("tree", "RINGTORCH_ALLREDUCE_ALGORITHM");
@@ -158,20 +159,29 @@ TEST(ProcessGroup, AllreduceOfAMillionElementsInEveryDtype) {
 // Between 2 ranks, direct all-reduce sends buffers of 2 MiB and more in 1 MiB pieces, reducing
 // each as it arrives (Note [Pipelined direct all-reduce]): a last piece shorter than the others,
 // and element sizes 1, 4 and 8 (pieces end on whole elements).
-// Between 2 ranks, auto sends 5 MiB directly and 9 MiB by halves, both in 1 MiB pieces and a
-// bit (an odd count: the halves differ by one element and end inside a piece).
+// Between 2 ranks, direct and halves (forced, so that no run takes shared memory) in 1 MiB
+// pieces and a bit: an odd count, so that the halves differ by one element and end inside a
+// piece; every element size; and nothing at all.
 TEST(ProcessGroup, TwoRankAllreduceInPiecesEqualsTheWholeReduction) {
-  on_ranks(2, [&](ProcessGroup& group) {
-    for (int64_t mib : {5, 9}) {
-      for (auto dtype : {at::kByte, at::kFloat, at::kDouble}) {
-        const int64_t count = (mib << 20) / at::elementSize(dtype) + 3;
-        at::Tensor t = input_for(group.rank(), count, dtype);
-        group.allreduce(t, ReduceOp::kSum);
-        ASSERT_TRUE(at::equal(t, expected_for(ReduceOp::kSum, 2, count, dtype)))
-            << mib << " MiB " << c10::toString(dtype);
-      }
-    }
-  });
+  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves}) {
+    ProcessGroupOptions options;
+    options.allreduce_algorithm = algorithm;
+    on_ranks(
+        2,
+        [&](ProcessGroup& group) {
+          for (auto dtype : {at::kByte, at::kHalf, at::kFloat, at::kDouble}) {
+            for (int64_t count : {int64_t{0}, (int64_t{3} << 20) / static_cast<int64_t>(at::elementSize(dtype)) + 3}) {
+              for (auto op : {ReduceOp::kSum, ReduceOp::kMax}) {
+                at::Tensor t = input_for(group.rank(), count, dtype);
+                group.allreduce(t, op);
+                ASSERT_TRUE(at::equal(t, expected_for(op, 2, count, dtype)))
+                    << allreduce_algorithm_name(algorithm) << " " << c10::toString(dtype) << " count " << count;
+              }
+            }
+          }
+        },
+        milliseconds(30000), options);
+  }
 }
 
 TEST(ProcessGroup, BroadcastFromEveryRoot) {
