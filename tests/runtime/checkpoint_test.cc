@@ -1,5 +1,6 @@
 // Checkpoints: round trip (model, optimizer, progress, RNG), keep-last, corrupt and incomplete
-// files skipped, a writer killed mid-write, and the C++ -> Python -> C++ round trip.
+// files skipped, a writer killed mid-write, and the C++ -> Python -> C++ round trip; the
+// in-memory commits of in-process elastic recovery (ElasticState).
 #include "runtime/training/checkpoint.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "runtime/training/elastic_state.h"
 #include "runtime/training/pickle_check.h"
 #include "runtime/training/state_broadcast.h"
 #include "support/test_paths.h"
@@ -128,6 +130,63 @@ TEST(StateBroadcast, GivesEveryRankTheRootsWeightsAndOptimizerState) {
     sgd.step();
     group.allgather(flat(*net).contiguous(), all);
     EXPECT_TRUE(at::equal(all[0], all[1]));
+  });
+}
+
+// Four ranks after a recovery: rank 0 committed at step 5, ranks 1 and 2 at step 7 (different
+// weights), rank 3 is new and committed nothing; all trained on past their commits. sync()
+// gives every rank rank 1's commit (the newest, the lowest rank among equals), its progress
+// and its momentum, and keeps it as every rank's commit.
+TEST(ElasticState, SyncGivesEveryRankTheNewestCommitOfTheLowestRank) {
+  testing::on_thread_ranks(4, [](ProcessGroup& group) {
+    const int rank = group.rank();
+    Net net;
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    ElasticState state;
+    EXPECT_EQ(state.committed_step(), -1);
+    for (int i = 0; i <= rank; ++i) train_step(net, sgd);
+    at::Tensor committed;
+    if (rank < 3) {
+      TrainingProgress progress;
+      progress.epoch = 1;
+      progress.step = rank == 0 ? 5 : 7;
+      progress.samples_in_epoch = 100 * rank;
+      state.commit(*net, &sgd, progress);
+      committed = flat(*net).clone();
+      EXPECT_EQ(state.committed_step(), progress.step);
+    }
+    train_step(net, sgd);  // past the commit: redone after the recovery
+    const std::optional<TrainingProgress> resumed = state.sync(group, *net, &sgd);
+    ASSERT_TRUE(resumed.has_value());
+    EXPECT_EQ(resumed->step, 7);
+    EXPECT_EQ(resumed->samples_in_epoch, 100);
+    EXPECT_EQ(state.last_source(), 1);
+    EXPECT_EQ(state.committed_step(), 7);
+    at::Tensor all = at::empty({4, flat(*net).numel()});
+    group.allgather(flat(*net).contiguous(), all);
+    for (int r = 1; r < 4; ++r) EXPECT_TRUE(at::equal(all[0], all[r])) << "rank " << r;
+    if (rank == 1) {
+      EXPECT_TRUE(at::equal(flat(*net), committed));
+    }
+    // The momentum came along: one more identical step keeps the ranks equal.
+    sgd.zero_grad();
+    net->forward(at::ones({4, 8})).pow(2).sum().backward();
+    sgd.step();
+    group.allgather(flat(*net).contiguous(), all);
+    for (int r = 1; r < 4; ++r) EXPECT_TRUE(at::equal(all[0], all[r])) << "after a step, rank " << r;
+  });
+}
+
+TEST(ElasticState, SyncWithoutAnyCommitLeavesEveryRankAsItWas) {
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    Net net;
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    ElasticState state;
+    const at::Tensor before = flat(*net).clone();
+    EXPECT_FALSE(state.sync(group, *net, &sgd).has_value());
+    EXPECT_EQ(state.last_source(), -1);
+    EXPECT_EQ(state.committed_step(), -1);
+    EXPECT_TRUE(at::equal(flat(*net), before));
   });
 }
 
