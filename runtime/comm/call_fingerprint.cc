@@ -64,20 +64,28 @@ std::string CallFingerprint::describe() const {
 FingerprintExchange::FingerprintExchange() = default;
 FingerprintExchange::~FingerprintExchange() = default;
 
+// Note [Reused fingerprint buffers]: the unbound buffers are made once per context and every
+// later exchange posts on them again (a buffer's earlier receive or send has completed by
+// then). Making and destroying them per exchange cost 2-4.5 ms in about 5% of a training run's
+// small all-reduces (docs/benchmarks.md, "the tail of small all-reduces"): destroying an
+// unbound buffer waits until Gloo's event-loop thread has let go of it.
 void FingerprintExchange::post_receives(gloo::Context& context, int set) {
   const int rank = context.rank, size = context.size;
-  receive_[set].get(kMessageCapacity * static_cast<size_t>(size - 1));
-  drop_posted_receives(posted_[set]);  // completed ones (an earlier operation's)
-  posted_[set].resize(static_cast<size_t>(size));
+  if (posted_[set].size() != static_cast<size_t>(size)) {
+    receive_[set].get(kMessageCapacity * static_cast<size_t>(size - 1));
+    posted_[set].resize(static_cast<size_t>(size));
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer != rank) posted_[set][peer] = context.createUnboundBuffer(block(set, peer), kMessageCapacity);
+    }
+  }
   for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    posted_[set][peer] = context.createUnboundBuffer(block(set, peer), kMessageCapacity);
-    posted_[set][peer]->recv(peer, fingerprint_slot());
+    if (peer != rank) posted_[set][peer]->recv(peer, fingerprint_slot());
   }
 }
 
 void FingerprintExchange::release() {
   for (auto& set : posted_) drop_posted_receives(set);
+  outbound_.reset();
   posted_for_ = nullptr;
 }
 
@@ -102,17 +110,17 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     posted_for_ = &context;
     current_ = 0;
     post_receives(context, current_);
+    outbound_ = context.createUnboundBuffer(send_.get(kMessageCapacity), kMessageCapacity);
   }
   post_receives(context, 1 - current_);
   const int set = current_;
   current_ = 1 - current_;
-  char* message = send_.get(kHeaderBytes + inline_bytes);
+  char* message = send_.get(kMessageCapacity);  // the same memory as outbound_'s, never regrown
   const Header header = encode(mine, inline_bytes);
   std::memcpy(message, header.data(), kHeaderBytes);
   if (inline_bytes > 0) std::memcpy(message + kHeaderBytes, inline_data, inline_bytes);
-  auto outbound = context.createUnboundBuffer(message, kHeaderBytes + inline_bytes);
   for (int peer = 0; peer < size; ++peer) {
-    if (peer != rank) outbound->send(peer, slot);
+    if (peer != rank) outbound_->send(peer, slot, 0, kHeaderBytes + inline_bytes);
   }
   std::string differing;
   int first_differing = -1;
@@ -132,7 +140,7 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     if (first_differing < 0) first_differing = peer;
   }
   // Sends complete once every peer has received; a peer that has not is reported above.
-  for (int sent = 0; sent < size - 1; ++sent) outbound->waitSend(time_left(deadline));
+  for (int sent = 0; sent < size - 1; ++sent) outbound_->waitSend(time_left(deadline));
   if (!differing.empty()) {
     throw MismatchError(
         str_cat("ranks disagree: this rank called ", mine.describe(), differing,

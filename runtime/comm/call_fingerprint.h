@@ -79,9 +79,10 @@ class FingerprintExchange {
   ScratchBuffer send_, receive_[2];
   // Per set, per peer: the receive posted into receive_[set] (null at this rank's index).
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted_[2];
-  const gloo::Context* posted_for_ = nullptr;  // the context they were posted on
-  int current_ = 0;                            // the set the next exchange receives into
-  int rank_ = 0;                               // the context's, at the last exchange
+  std::unique_ptr<gloo::transport::UnboundBuffer> outbound_;  // over send_, for every exchange
+  const gloo::Context* posted_for_ = nullptr;                 // the context they were posted on
+  int current_ = 0;                                           // the set the next exchange receives into
+  int rank_ = 0;                                              // the context's, at the last exchange
 };
 
 // What a collective's data path needs to check its call first: the group's exchange and this
