@@ -17,7 +17,7 @@ struct Half {
   char* start;
   size_t bytes;
   size_t piece;
-  size_t pieces() const { return (bytes + piece - 1) / piece; }
+  size_t pieces() const { return (bytes + piece - 1) / piece; }  // 0 for an empty half
   size_t offset(size_t p) const { return p * piece; }
   size_t length(size_t p) const { return std::min(piece, bytes - p * piece); }
 };
@@ -71,7 +71,7 @@ void halves_allreduce(gloo::Context& context, void* data, size_t count, size_t e
     for (size_t p = 0; p < theirs.pieces(); ++p) copy_out->send(peer, copy_slot, theirs.offset(p), theirs.length(p));
   }
   const std::string peer_copy_what = str_cat("peer rank ", peer, "'s copy of this rank's half");
-  for (size_t p = 0; p < (mine.bytes > 0 ? mine.pieces() : 0); ++p) {
+  for (size_t p = 0; p < mine.pieces(); ++p) {
     wait_for_receive(*copy_in, rank, peer, deadline, peer_copy_what);
     char* own = mine.start + mine.offset(p);
     char* other = peer_copy + mine.offset(p);
@@ -80,11 +80,11 @@ void halves_allreduce(gloo::Context& context, void* data, size_t count, size_t e
     result_out->send(peer, result_slot, mine.offset(p), mine.length(p));
   }
   const std::string result_what = str_cat("peer rank ", peer, "'s reduced half");
-  for (size_t p = 0; p < (theirs.bytes > 0 ? theirs.pieces() : 0); ++p) {
+  for (size_t p = 0; p < theirs.pieces(); ++p) {
     wait_for_receive(*result_in, rank, peer, deadline, result_what);
   }
-  for (size_t p = 0; p < (theirs.bytes > 0 ? theirs.pieces() : 0); ++p) copy_out->waitSend(time_left(deadline));
-  for (size_t p = 0; p < (mine.bytes > 0 ? mine.pieces() : 0); ++p) result_out->waitSend(time_left(deadline));
+  for (size_t p = 0; p < theirs.pieces(); ++p) copy_out->waitSend(time_left(deadline));
+  for (size_t p = 0; p < mine.pieces(); ++p) result_out->waitSend(time_left(deadline));
 }
 
 }  // namespace ringtorch

@@ -28,10 +28,8 @@ case_replaced() {
 
 # --- (b) a node lost, not replaced --------------------------------------------------------------
 case_lost() {
-  for n in 0 1 2; do
-    elastic_node b$n $n --nnodes 2:3 --max_restarts 1 --run_id shrink --rdzv_endpoint "$store" -- "${train[@]}" \
-      --checkpoint-dir "$dir/shrink"
-  done
+  elastic_nodes b 3 --nnodes 2:3 --max_restarts 1 --run_id shrink --rdzv_endpoint "$store" -- "${train[@]}" \
+    --checkpoint-dir "$dir/shrink"
   wait_for_line b0 "Epoch \[1/3\]"
   kill_node b2
   expect_exit b0 0
@@ -44,9 +42,7 @@ case_lost() {
 
 # --- (c) a node joins a running job -------------------------------------------------------------
 case_admitted() {
-  for n in 0 1; do
-    elastic_node c$n $n --nnodes 2:3 --run_id grow --rdzv_endpoint "$store" -- "${train[@]}" --checkpoint-dir "$dir/grow"
-  done
+  elastic_nodes c 2 --nnodes 2:3 --run_id grow --rdzv_endpoint "$store" -- "${train[@]}" --checkpoint-dir "$dir/grow"
   wait_for_line c0 "Epoch \[1/3\]"
   elastic_node c2 2 --nnodes 2:3 --run_id grow --rdzv_endpoint "$store" -- "${train[@]}" --checkpoint-dir "$dir/grow"
   for n in 0 1 2; do expect_exit c$n 0; done
@@ -62,10 +58,8 @@ case_too_few() {
   expect_exit d0 1
   expect_line d0 "rendezvous generation 0: 1 node (node '.*' (--node_rank 0)) of the 2 needed (--nnodes 2:3) after 3 s"
   # A generation that loses a node and does not get it back names it.
-  for n in 0 1; do
-    elastic_node e$n $n --nnodes 2 --max_restarts 3 --run_id lost --rdzv_endpoint "$store" --rdzv_conf join_timeout=4 \
-      -- sh -c 'sleep 60'
-  done
+  elastic_nodes e 2 --nnodes 2 --max_restarts 3 --run_id lost --rdzv_endpoint "$store" --rdzv_conf join_timeout=4 \
+    -- sh -c 'sleep 60'
   wait_for_line e0 "generation 0: node 0 of 2"
   kill_node e1
   expect_exit e0 1
@@ -76,10 +70,8 @@ case_too_few() {
 
 # --- (e) the restart budget ---------------------------------------------------------------------
 case_budget() {
-  for n in 0 1; do
-    elastic_node f$n $n --nnodes 2 --max_restarts 1 --run_id budget --rdzv_endpoint "$store" -- \
-      sh -c "sleep 0.5; [ \$RANK = 1 ] && exit 3; sleep 60"
-  done
+  elastic_nodes f 2 --nnodes 2 --max_restarts 1 --run_id budget --rdzv_endpoint "$store" -- \
+    sh -c "sleep 0.5; [ \$RANK = 1 ] && exit 3; sleep 60"
   expect_exit f1 3
   expect_exit f0 1
   expect_line f0 "generation 0 ended: node 1: rank 1 .* failed with exit code 3; restarting this node's workers (restart 1 of 1)"
@@ -89,9 +81,7 @@ case_budget() {
 
 # --- (f) a run id reused after a finished job ---------------------------------------------------
 case_reused() {
-  for n in 0 1; do
-    elastic_node g$n $n --nnodes 2 --run_id plain --rdzv_endpoint "$store" -- sh -c 'echo rank $RANK of $WORLD_SIZE'
-  done
+  elastic_nodes g 2 --nnodes 2 --run_id plain --rdzv_endpoint "$store" -- sh -c 'echo rank $RANK of $WORLD_SIZE'
   expect_exit g0 0
   expect_exit g1 0
   expect_line g0 "generation 2: node 0 of 2"
@@ -101,9 +91,7 @@ case_reused() {
 
 # --- in-process recovery (--elastic in-process): a node lost, then one admitted -----------------
 case_in_process() {
-  for n in 0 1 2; do
-    elastic_node i$n $n --nnodes 2:3 --max_restarts 1 --run_id inproc --rdzv_endpoint "$store" -- "${inproc[@]}"
-  done
+  elastic_nodes i 3 --nnodes 2:3 --max_restarts 1 --run_id inproc --rdzv_endpoint "$store" -- "${inproc[@]}"
   wait_for_line i0 "Epoch \[1/3\]"
   kill_node i2
   wait_for_line i0 "recovered in process at epoch [0-9]* step [0-9]* with world size 2"

@@ -38,10 +38,8 @@ where=" across namespaces"
 torchelastic_plan
 
 # --- node 2's link cut: no connection resets, only its silence -----------------------------------
-for n in 0 1 2; do
-  elastic_node l$n $n --nnodes 2:3 --max_restarts 1 --run_id cut --rdzv_endpoint "$store" -- "${train[@]}" \
-    --checkpoint-dir "$dir/cut"
-done
+elastic_nodes l 3 --nnodes 2:3 --max_restarts 1 --run_id cut --rdzv_endpoint "$store" -- "${train[@]}" \
+  --checkpoint-dir "$dir/cut"
 wait_for_line l0 "Epoch \[1/3\]"
 ip link set "${netns_links[2]}" down
 expect_exit l0 0

@@ -22,6 +22,11 @@ elastic_node() {
     --timeout 30 --monitor_interval 0.1 --rdzv_conf "$conf" "${flags[@]}" "$@" >"$dir/$name.log" 2>&1 &
   node_pid[$name]=$!
 }
+elastic_nodes() {  # elastic_nodes PREFIX COUNT FLAGS... -- COMMAND...: nodes PREFIX0.. at node ranks 0..COUNT-1
+  local prefix=$1 count=$2 n
+  shift 2
+  for ((n = 0; n < count; n++)); do elastic_node "$prefix$n" "$n" "$@"; done
+}
 kill_node() {  # every process of the node: its session (setsid), ringrun and workers
   local pid=${node_pid[$1]}
   disown "$pid"  # killed on purpose: no job notice

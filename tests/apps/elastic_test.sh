@@ -26,9 +26,7 @@ where=""
 torchelastic_plan
 # --- the tcp:// store lives in node 0's ringrun: losing node 0 ends the job, saying so -----------
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-for n in 0 1; do
-  elastic_node t$n $n --nnodes 2 --max_restarts 2 --master_port "$port" -- sh -c 'sleep 60'
-done
+elastic_nodes t 2 --nnodes 2 --max_restarts 2 --master_port "$port" -- sh -c 'sleep 60'
 wait_for_line t1 "generation 0: node 1 of 2"
 kill_node t0
 expect_exit t1 1
