@@ -43,11 +43,8 @@ FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& pee
       address[peer] = address_line(as_string(store.get(peers_key(peer))), rank);
     }
   }
-  int named = -1;  // the peer whose address Gloo's failure names
-  for (int peer = 0; peer < size && named < 0; ++peer) {
-    if (!peer_address.empty() && address[peer] == peer_address) named = peer;
-  }
-  std::string lead;  // what is known before the roll call
+  const int named = peer_named_by_address(address, peer_address);  // the peer Gloo's failure names
+  std::string lead;                                                // what is known before the roll call
   if (named >= 0) {
     lead = str_cat("peer rank ", named, " (", address[named], ")");
     // A peer that failed first and exited closes its connections too: then it is not the cause.
@@ -94,7 +91,26 @@ FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& pee
                   ": died, stopped, or not calling this collective")};
 }
 
+// "[host]" of "[host]:port".
+std::string host_part(const std::string& address) { return address.substr(0, address.rfind(']') + 1); }
+
 }  // namespace
+
+int peer_named_by_address(const std::vector<std::string>& published, const std::string& named) {
+  if (named.empty()) return -1;
+  for (size_t peer = 0; peer < published.size(); ++peer) {
+    if (published[peer] == named) return static_cast<int>(peer);
+  }
+  // The accepting side's Gloo names the port the peer listened on, not the one it published.
+  const std::string host = host_part(named);
+  int on_host = -1;
+  for (size_t peer = 0; peer < published.size(); ++peer) {
+    if (published[peer].empty() || host_part(published[peer]) != host) continue;
+    if (on_host >= 0) return -1;  // several peers on that host: only the port could tell
+    on_host = static_cast<int>(peer);
+  }
+  return on_host;
+}
 
 void publish_peer_addresses(c10d::Store& store, gloo::Context& context) {
   std::string lines;

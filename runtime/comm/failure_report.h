@@ -4,8 +4,11 @@
 // "Timed out waiting 3000ms for recv operation to complete" when one stops or never calls
 // (gloo_failure.h reads the address out of that). Two things turn it into a rank:
 // - a directory: at connect time every rank writes the local address of each of its pairs to
-//   the group's store (`peers/<rank>`); the address Gloo gives on rank r for its peer p is the
-//   one p wrote for r, so a failure that names an address names a rank;
+//   the group's store (`peers/<rank>`). Gloo names the far end of a pair as its own side of the
+//   connection saw it: on the side that connected, that is the peer's end, the address the peer
+//   wrote; on the side that accepted, Debian's Gloo keeps the address the peer listened on
+//   during set-up, which the peer no longer knows. So an address names a rank exactly, or else
+//   by its host alone when no other peer shares that host (peer_named_by_address);
 // - a roll call: after a failure, every rank that notices writes `failures/<rank>` and waits a
 //   short window for the others; the ranks that never report are the ones that died, stopped,
 //   or are not in this collective.
@@ -20,6 +23,7 @@
 #include <chrono>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <vector>
 
 #include "base/error.h"
 
@@ -27,6 +31,11 @@ namespace ringtorch {
 
 // Writes this rank's pair addresses to `store` (the group's own prefix) under peers/<rank>.
 void publish_peer_addresses(c10d::Store& store, gloo::Context& context);
+
+// The index in `published` (each peer's "[host]:port" for its pair with this rank; empty for
+// this rank and for unknown ones) of the peer that Gloo's `named` address ("[host]:port")
+// means: the exact address, else the one peer on that host; -1 when none or several.
+int peer_named_by_address(const std::vector<std::string>& published, const std::string& named);
 
 struct FailedPeer {
   int rank = -1;       // the one rank to blame, when there is one; else -1
@@ -36,11 +45,13 @@ struct FailedPeer {
 
 // `peer_address` is the address Gloo's failure named (read_gloo_failure), or empty. Reports
 // this rank's own failure (`what`, the operation's description) as it goes. Takes at most about
-// `window` plus one second (kReportSlack).
+// `window` plus one second (kReportSlack); a failed operation gives it kRollCallWindow, or its
+// timeout when that is shorter.
 FailedPeer name_failed_peer(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                             const std::string& peer_address, const std::string& what, std::chrono::milliseconds window);
 
 constexpr std::chrono::milliseconds kReportSlack{1000};
+constexpr std::chrono::milliseconds kRollCallWindow{2000};
 
 // The error a failed operation hands its caller: `description` (the Work's), what happened
 // (`kind`: kTimeout or kPeerLost; `cause`: the lower layer's words), who is to blame

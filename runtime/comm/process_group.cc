@@ -371,7 +371,7 @@ OperationQueue::Outcome ProcessGroup::execute(Operation& op, uint32_t tag, const
     // Gloo's own algorithms and pairs: read what Gloo says, then ask the store who is to blame.
     const GlooFailure failure = read_gloo_failure(e.what());
     const FailedPeer peer = name_failed_peer(group_store_, rank_, size_, failure.peer_address, description,
-                                             std::min(op.timeout, std::chrono::milliseconds(2000)));
+                                             std::min(op.timeout, kRollCallWindow));
     return {operation_failure(failure.kind, description, e.what(), peer.clause, op.timeout,
                               FailureSite{rank_, peer.rank, description}),
             true};

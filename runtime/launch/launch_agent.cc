@@ -18,6 +18,7 @@
 #include "rendezvous/rendezvous.h"
 #include "rendezvous/store_factory.h"
 #include "rendezvous/store_value.h"
+#include "runtime/comm/failure_report.h"
 #include "runtime/comm/shm/shared_segment.h"
 #include "runtime/trace/flight_recorder.h"
 
@@ -39,8 +40,11 @@ std::string random_run_id() {
 }
 
 // How long workers that recover in their processes have to report a failure the agent saw
-// first (their collective fails at once when the peer's process died).
-constexpr std::chrono::milliseconds kLostReportGrace{2000};
+// first. Their collective fails at once when the peer's process died, but naming the peer may
+// take a roll call of the other ranks (kRollCallWindow plus kReportSlack), and one survivor may
+// see the closed connection a second or two after another on a loaded machine; a grace no
+// longer than the roll call restarted survivors that were about to report.
+constexpr std::chrono::milliseconds kLostReportGrace = kRollCallWindow + kReportSlack + std::chrono::seconds(2);
 
 // Thrown out of the rendezvous wait when ringrun receives SIGINT/SIGTERM/SIGHUP.
 class InterruptedError : public std::runtime_error {

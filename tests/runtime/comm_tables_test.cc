@@ -1,6 +1,6 @@
 // The process group's tables: operation names, call signatures, the tag space, the reduction
-// kernels, and the one reader of Gloo's exception text (one case per message shape of the Gloo
-// ringtorch links).
+// kernels, the one reader of Gloo's exception text (one case per message shape of the Gloo
+// ringtorch links) and the address directory that turns its address into a rank.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/comm/call_signature.h"
+#include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/op_type.h"
 #include "runtime/comm/reduce_kernels.h"
@@ -137,6 +138,22 @@ TEST(GlooFailure, ReadsEveryMessageShapeOfGloo) {
     EXPECT_EQ(failure.kind, shape.kind) << shape.text;
     EXPECT_EQ(failure.peer_address, shape.address) << shape.text;
   }
+}
+
+// Addresses as rank 0 of 4 saw them in a failure across namespaces: peers 1 and 2 on hosts of
+// their own, peers 2 and 3 on one host. Gloo on the accepting side names the port the peer
+// listened on during set-up, not the one it published.
+TEST(FailureReport, NamesThePeerByItsAddressOrByItsHostAlone) {
+  const std::vector<std::string> published = {"", "[10.1.0.11]:53778", "[10.1.0.12]:57510", "[10.1.0.12]:38334"};
+  EXPECT_EQ(peer_named_by_address(published, "[10.1.0.11]:53778"), 1);   // exact
+  EXPECT_EQ(peer_named_by_address(published, "[10.1.0.12]:38334"), 3);   // exact, on a shared host
+  EXPECT_EQ(peer_named_by_address(published, "[10.1.0.11]:36575"), 1);   // the one peer on its host
+  EXPECT_EQ(peer_named_by_address(published, "[10.1.0.12]:36575"), -1);  // two peers there: the roll call tells
+  EXPECT_EQ(peer_named_by_address(published, "[10.1.0.13]:36575"), -1);  // no peer there
+  EXPECT_EQ(peer_named_by_address(published, ""), -1);                   // Gloo named no address
+  EXPECT_EQ(peer_named_by_address({"", "[::1]:4312", "[10.1.0.11]:1"}, "[::1]:9"), 1);
+  // A host is compared whole: 10.1.0.1 is not a prefix match for 10.1.0.11.
+  EXPECT_EQ(peer_named_by_address({"", "[10.1.0.11]:53778"}, "[10.1.0.1]:53778"), -1);
 }
 
 }  // namespace
