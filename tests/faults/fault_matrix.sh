@@ -79,12 +79,11 @@ wait_exit() {
   wait "$1"
   status=$?
 }
-# The child processes of PID, from /proc (no procps needed).
+# The child processes of PID, from /proc (no procps needed). One pass over every stat file: a
+# fork per process took seconds on a loaded machine, long enough for a short job to end first.
+# A stat line is "PID (COMM) STATE PPID ...", and COMM may hold spaces and parentheses.
 children_of() {
-  local d
-  for d in /proc/[0-9]*; do
-    [ "$(sed 's/.*) //' "$d/stat" 2>/dev/null | cut -d' ' -f2)" = "$1" ] && echo "${d#/proc/}"
-  done
+  cat /proc/[0-9]*/stat 2>/dev/null | awk -v parent="$1" '{ pid = $1; sub(/.*\) /, ""); if ($2 == parent) print pid }'
 }
 # The pid of ringrun's worker of RANK, under ringrun PID.
 worker_pid() {
@@ -157,9 +156,15 @@ start_job() {
 # worker may be left.
 worker_fault() {
   local name=$1 signal=$2 bound=$3 pattern=$4 expect=$5 t0 rc secs pids
-  start_job "$name" -- --epochs 20
+  # Far more epochs than the case lasts: the fault, not the end of training, must end the job.
+  start_job "$name" -- --epochs 1000
   wait_for "$log" "Epoch \[1/" 120 || { verdict "$name" FAIL "$expect" "training never started"; cleanup_case; return; }
   pids=("$(worker_pid "$job" 0)" "$(worker_pid "$job" 1)")
+  if [ -z "${pids[0]}" ] || [ -z "${pids[1]}" ]; then
+    verdict "$name" FAIL "$expect" "ringrun's workers not found under pid $job"
+    cleanup_case
+    return
+  fi
   t0=$(now)
   kill "-$signal" "${pids[1]}"
   wait_exit "$job" "$bound"
