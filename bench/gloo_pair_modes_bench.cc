@@ -10,8 +10,8 @@
 // Each mode has its own Gloo context (a pair in synchronous mode leaves the event loop and
 // cannot carry unbound buffers). docs/benchmarks.md, "Gloo's synchronous pairs".
 //
-//   RANK=0|1 gloo_pair_modes_bench --store-dir DIR [--host ADDRESS] [--sizes 4,32768]
-//       [--iters N] [--rounds N]
+//   RANK=0|1 gloo_pair_modes_bench --store-dir DIR [--host ADDRESS] [--sizes 4,32768 (at most
+//       1 MiB each)] [--iters N] [--rounds N]
 // The ranks meet through a Gloo file store in DIR (empty, on a filesystem both see); --host is
 // the local address the pairs bind to (default 127.0.0.1). Rank 0 prints one line per round
 // and size with the three medians. Exit 1 with a message on bad arguments or any Gloo failure.
@@ -34,6 +34,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr long long kMaxBytes = 1 << 20;
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "gloo_pair_modes_bench: %s\n", message.c_str());
@@ -45,7 +46,12 @@ std::vector<size_t> parse_sizes(const std::string& text) {
   for (size_t start = 0; start <= text.size();) {
     const size_t comma = std::min(text.find(',', start), text.size());
     const long long v = std::atoll(text.substr(start, comma - start).c_str());
-    if (v < 1) fail("--sizes wants positive byte counts separated by commas, got '" + text + "'");
+    // Both ranks write at once with blocking writes on the synchronous pairs: a message must
+    // fit the socket buffers, or both block until the timeout.
+    if (v < 1 || v > kMaxBytes) {
+      fail("--sizes wants byte counts from 1 to " + std::to_string(kMaxBytes) + " separated by commas, got '" + text +
+           "'");
+    }
     sizes.push_back(static_cast<size_t>(v));
     start = comma + 1;
   }
@@ -145,6 +151,7 @@ int main(int argc, char** argv) try {
     pair.send = transport_pair->createSendBuffer(static_cast<int>(kSlot), pair.out.data(), largest);
     return pair;
   };
+  // Returned by value: moving the vectors keeps their data() where the buffers point.
   SyncPair sync = make_sync_pair(*sync_context, false);
   SyncPair poll = make_sync_pair(*poll_context, true);
   barrier();

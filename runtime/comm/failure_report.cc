@@ -43,8 +43,8 @@ FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& pee
       address[peer] = address_line(as_string(store.get(peers_key(peer))), rank);
     }
   }
-  const int named = peer_named_by_address(address, peer_address);  // the peer Gloo's failure names
-  std::string lead;                                                // what is known before the roll call
+  const int named = peer_named_by_address(address, rank, peer_address);  // the peer Gloo's failure names
+  std::string lead;                                                      // what is known before the roll call
   if (named >= 0) {
     lead = str_cat("peer rank ", named, " (", address[named], ")");
     // A peer that failed first and exited closes its connections too: then it is not the cause.
@@ -91,21 +91,28 @@ FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& pee
                   ": died, stopped, or not calling this collective")};
 }
 
-// "[host]" of "[host]:port".
-std::string host_part(const std::string& address) { return address.substr(0, address.rfind(']') + 1); }
+// "[host]" of "[host]:port"; empty when there is no bracketed host.
+std::string host_part(const std::string& address) {
+  const size_t close = address.rfind(']');
+  return address.empty() || address[0] != '[' || close == std::string::npos ? "" : address.substr(0, close + 1);
+}
 
 }  // namespace
 
-int peer_named_by_address(const std::vector<std::string>& published, const std::string& named) {
+int peer_named_by_address(const std::vector<std::string>& published, int rank, const std::string& named) {
   if (named.empty()) return -1;
   for (size_t peer = 0; peer < published.size(); ++peer) {
     if (published[peer] == named) return static_cast<int>(peer);
   }
-  // The accepting side's Gloo names the port the peer listened on, not the one it published.
+  // Gloo may name the port the peer listened on during set-up, not the one it published.
   const std::string host = host_part(named);
+  if (host.empty()) return -1;
+  for (size_t peer = 0; peer < published.size(); ++peer) {
+    if (static_cast<int>(peer) != rank && published[peer].empty()) return -1;  // it may be that peer
+  }
   int on_host = -1;
   for (size_t peer = 0; peer < published.size(); ++peer) {
-    if (published[peer].empty() || host_part(published[peer]) != host) continue;
+    if (static_cast<int>(peer) == rank || host_part(published[peer]) != host) continue;
     if (on_host >= 0) return -1;  // several peers on that host: only the port could tell
     on_host = static_cast<int>(peer);
   }

@@ -4,11 +4,12 @@
 // "Timed out waiting 3000ms for recv operation to complete" when one stops or never calls
 // (gloo_failure.h reads the address out of that). Two things turn it into a rank:
 // - a directory: at connect time every rank writes the local address of each of its pairs to
-//   the group's store (`peers/<rank>`). Gloo names the far end of a pair as its own side of the
-//   connection saw it: on the side that connected, that is the peer's end, the address the peer
-//   wrote; on the side that accepted, Debian's Gloo keeps the address the peer listened on
-//   during set-up, which the peer no longer knows. So an address names a rank exactly, or else
-//   by its host alone when no other peer shares that host (peer_named_by_address);
+//   the group's store (`peers/<rank>`). Gloo names a pair's far end mostly as the peer wrote it,
+//   but a side that accepted the connection before its own connect() reached that pair keeps
+//   the address the peer listened on during set-up (a race in Gloo's pair set-up, as its code reads;
+//   here in 2 of 3 runs of a 3-host job). So an address names a rank exactly, or else by its
+//   host when every peer's entry is known and no other peer is on that host
+//   (peer_named_by_address);
 // - a roll call: after a failure, every rank that notices writes `failures/<rank>` and waits a
 //   short window for the others; the ranks that never report are the ones that died, stopped,
 //   or are not in this collective.
@@ -32,10 +33,12 @@ namespace ringtorch {
 // Writes this rank's pair addresses to `store` (the group's own prefix) under peers/<rank>.
 void publish_peer_addresses(c10d::Store& store, gloo::Context& context);
 
-// The index in `published` (each peer's "[host]:port" for its pair with this rank; empty for
-// this rank and for unknown ones) of the peer that Gloo's `named` address ("[host]:port")
-// means: the exact address, else the one peer on that host; -1 when none or several.
-int peer_named_by_address(const std::vector<std::string>& published, const std::string& named);
+// The index in `published` (each peer's "[host]:port" for its pair with this rank `rank`;
+// empty at `rank` and for peers that published nothing) of the peer that Gloo's `named`
+// address ("[host]:port") means: the exact address, else the one peer on that host, provided
+// every peer's entry is known (a peer missing from the directory may be the one on that host);
+// -1 otherwise.
+int peer_named_by_address(const std::vector<std::string>& published, int rank, const std::string& named);
 
 struct FailedPeer {
   int rank = -1;       // the one rank to blame, when there is one; else -1

@@ -192,7 +192,14 @@ case_worker_kill9_restart() {
   # 20 epochs (~5 s of synthetic data): the job must still be running when the kill lands.
   start_job worker_kill9_restart --max_restarts 1 -- --epochs 20 --checkpoint-dir "$work/restart-ck" --resume
   wait_for "$log" "Epoch \[1/" 120 || { verdict worker_kill9_restart FAIL "$expect" "training never started"; cleanup_case; return; }
-  kill -9 "$(worker_pid "$job" 1)"
+  local victim
+  victim=$(worker_pid "$job" 1)
+  if [ -z "$victim" ]; then
+    verdict worker_kill9_restart FAIL "$expect" "ringrun's rank 1 worker not found under pid $job"
+    cleanup_case
+    return
+  fi
+  kill -9 "$victim"
   wait_exit "$job" 180
   rc=$status
   if [ "$rc" = 0 ] && grep -q "restart 1 of 1" "$log" && grep -q "resumed at epoch" "$log" && grep -q '"final_loss"' "$log"; then
