@@ -31,31 +31,16 @@
 #include <string>
 #include <vector>
 
+#include "bench/byte_sizes.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr long long kMaxBytes = 1 << 20;
+constexpr size_t kMaxBytes = size_t{1} << 20;
 
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "gloo_pair_modes_bench: %s\n", message.c_str());
   std::exit(1);
-}
-
-std::vector<size_t> parse_sizes(const std::string& text) {
-  std::vector<size_t> sizes;
-  for (size_t start = 0; start <= text.size();) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const long long v = std::atoll(text.substr(start, comma - start).c_str());
-    // Both ranks write at once with blocking writes on the synchronous pairs: a message must
-    // fit the socket buffers, or both block until the timeout.
-    if (v < 1 || v > kMaxBytes) {
-      fail("--sizes wants byte counts from 1 to " + std::to_string(kMaxBytes) + " separated by commas, got '" + text +
-           "'");
-    }
-    sizes.push_back(static_cast<size_t>(v));
-    start = comma + 1;
-  }
-  return sizes;
 }
 
 double median(std::vector<double> v) {
@@ -89,7 +74,11 @@ int main(int argc, char** argv) try {
     } else if (arg == "--host") {
       host = value;
     } else if (arg == "--sizes") {
-      sizes = parse_sizes(value);
+      // Both ranks write at once with blocking writes on the synchronous pairs: a message must
+      // fit the socket buffers, or both block until the timeout.
+      sizes = ringtorch::parse_byte_sizes(value, kMaxBytes);
+      if (sizes.empty())
+        fail("--sizes " + value + ": give byte counts from 1 to " + std::to_string(kMaxBytes) + ", comma-separated");
     } else if (arg == "--iters") {
       iters = std::atoi(value.c_str());
     } else if (arg == "--rounds") {

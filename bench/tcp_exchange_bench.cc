@@ -27,12 +27,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "bench/byte_sizes.h"
 
 namespace {
 
@@ -127,22 +130,6 @@ void exchange(int fd, const char* out, char* in, size_t bytes, int peer, Clock::
   }
 }
 
-std::vector<size_t> parse_sizes(const std::string& text) {
-  std::vector<size_t> sizes;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    char* end = nullptr;
-    const unsigned long long v = std::strtoull(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v == 0)
-      fail("--sizes " + text + ": give positive byte counts, comma-separated");
-    sizes.push_back(static_cast<size_t>(v));
-    start = comma + 1;
-  }
-  return sizes;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -153,7 +140,8 @@ int main(int argc, char** argv) {
     if (i + 1 >= argc) fail(arg + " needs a value (or is unknown)");
     const std::string value = argv[++i];
     if (arg == "--sizes") {
-      sizes = parse_sizes(value);
+      sizes = ringtorch::parse_byte_sizes(value, SIZE_MAX);
+      if (sizes.empty()) fail("--sizes " + value + ": give positive byte counts, comma-separated");
     } else if (arg == "--iters") {
       iters = std::atoi(value.c_str());
     } else if (arg == "--warmup") {
