@@ -75,6 +75,7 @@ std::shared_ptr<Work> OperationQueue::submit(Operation op) {
 void OperationQueue::run(Operation op) {
   std::shared_ptr<Work> work;
   std::optional<Task> here;  // runs on this thread: nothing is queued ahead of it
+  bool wake_worker = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     const bool starts_now = !running_ && queue_.empty();
@@ -86,17 +87,19 @@ void OperationQueue::run(Operation op) {
         here = std::move(task);
       } else {
         queue_.push_back(std::move(task));
+        wake_worker = true;
       }
     }
   }
   if (here) {
     execute(*here);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      running_ = false;
-    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    running_ = false;
+    wake_worker = !queue_.empty();  // submitted while this one ran
   }
-  wake_.notify_one();  // the worker: for what was queued behind, or for this operation
+  // Only when the worker has something to run: waking it for nothing cost every synchronous
+  // call a thread wake-up, which on 2 cores competes with the ranks themselves.
+  if (wake_worker) wake_.notify_one();
   work->wait();
 }
 
