@@ -21,6 +21,7 @@ constexpr int64_t kMagic = 0x5254465031;  // "RTFP" and format 1
 constexpr int kSequenceWord = 1, kCallWord = 2, kAlgorithmWord = kCallWord + CallSignature::kWords,
               kInlineBytesWord = kAlgorithmWord + 1, kHeaderWords = kInlineBytesWord + 1;
 constexpr size_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
+static_assert(kHeaderBytes + FingerprintExchange::kInlineBytes <= SyncLane::kCapacity, "a lane message holds it all");
 constexpr size_t kMessageCapacity = kHeaderBytes + FingerprintExchange::kInlineBytes;
 
 using Header = std::array<int64_t, kHeaderWords>;
@@ -61,7 +62,8 @@ std::string CallFingerprint::describe() const {
   return text + ")";
 }
 
-FingerprintExchange::FingerprintExchange() = default;
+FingerprintExchange::FingerprintExchange(std::unique_ptr<SyncLane> lane)
+    : lane_(std::move(lane)), uses_lane_(lane_ != nullptr) {}
 FingerprintExchange::~FingerprintExchange() = default;
 
 // Note [Reused fingerprint buffers]: the unbound buffers are made once per context and every
@@ -87,6 +89,7 @@ void FingerprintExchange::release() {
   for (auto& set : posted_) drop_posted_receives(set);
   outbound_.reset();
   posted_for_ = nullptr;
+  lane_.reset();
 }
 
 void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint& mine, const void* inline_data,
@@ -97,7 +100,61 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     throw InvalidArgumentError(
         str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kInlineBytes, ")"));
   }
-  const uint64_t slot = fingerprint_slot();
+  if (uses_lane_ && !lane_) {
+    throw InvalidArgumentError("call fingerprint: the group's synchronous lane was closed (the group was shut down)");
+  }
+  // The same memory as the outbound buffers', never regrown.
+  char* message = lane_ ? lane_->outgoing() : send_.get(kMessageCapacity);
+  const Header header = encode(mine, inline_bytes);
+  std::memcpy(message, header.data(), kHeaderBytes);
+  if (inline_bytes > 0) std::memcpy(message + kHeaderBytes, inline_data, inline_bytes);
+  if (lane_) {
+    lane_->exchange(kHeaderBytes + inline_bytes, deadline,
+                    [](int peer) { return str_cat("peer rank ", peer, "'s call"); });
+  } else {
+    send_on_context(context, kHeaderBytes + inline_bytes);
+  }
+  std::string differing;
+  int first_differing = -1;
+  bool only_algorithms_differ = true;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    const char* message_in = nullptr;
+    if (lane_) {
+      message_in = lane_->incoming(peer);  // every peer's has arrived
+    } else {
+      wait_for_receive(*posted_[1 - current_][peer], rank, peer, deadline, str_cat("peer rank ", peer, "'s call"));
+      message_in = message_from(peer);
+    }
+    Header theirs_header;
+    std::memcpy(theirs_header.data(), message_in, kHeaderBytes);
+    const CallFingerprint theirs = decode(theirs_header);
+    const bool same_call = theirs_header[0] == kMagic && theirs.sequence == mine.sequence && theirs.call == mine.call;
+    if (same_call && theirs.algorithm == mine.algorithm) continue;
+    only_algorithms_differ = only_algorithms_differ && same_call;
+    differing += theirs_header[0] != kMagic
+                     ? str_cat("; rank ", peer, " sent something that is not a ringtorch call fingerprint")
+                     : str_cat("; rank ", peer, " called ", theirs.describe());
+    if (first_differing < 0) first_differing = peer;
+  }
+  // Sends complete once every peer has received; a peer that has not is reported above. (On
+  // the lane, every write completed in send_to_all.)
+  if (!lane_) {
+    for (int sent = 0; sent < size - 1; ++sent) outbound_->waitSend(time_left(deadline));
+  }
+  if (!differing.empty()) {
+    throw MismatchError(
+        str_cat("ranks disagree: this rank called ", mine.describe(), differing,
+                only_algorithms_differ
+                    ? "; the ranks chose different all-reduce algorithms: set RINGTORCH_ALLREDUCE_ALGORITHM "
+                      "(or ProcessGroupOptions::allreduce_algorithm) alike on every rank"
+                    : "; every rank must call the same collectives, in the same order, with the same sizes and "
+                      "dtypes"),
+        FailureSite{rank, first_differing, ""});
+  }
+}
+
+void FingerprintExchange::send_on_context(gloo::Context& context, size_t bytes) {
   // Note [Pre-posted fingerprint receives]: this operation's receives were posted at the end of
   // the previous exchange (or now, at the first), and the next operation's are posted before
   // this one waits: a peer that sends finds our receive already posted and writes at once,
@@ -113,43 +170,9 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     outbound_ = context.createUnboundBuffer(send_.get(kMessageCapacity), kMessageCapacity);
   }
   post_receives(context, 1 - current_);
-  const int set = current_;
-  current_ = 1 - current_;
-  char* message = send_.get(kMessageCapacity);  // the same memory as outbound_'s, never regrown
-  const Header header = encode(mine, inline_bytes);
-  std::memcpy(message, header.data(), kHeaderBytes);
-  if (inline_bytes > 0) std::memcpy(message + kHeaderBytes, inline_data, inline_bytes);
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer != rank) outbound_->send(peer, slot, 0, kHeaderBytes + inline_bytes);
-  }
-  std::string differing;
-  int first_differing = -1;
-  bool only_algorithms_differ = true;
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    wait_for_receive(*posted_[set][peer], rank, peer, deadline, str_cat("peer rank ", peer, "'s call"));
-    Header theirs_header;
-    std::memcpy(theirs_header.data(), message_from(peer), kHeaderBytes);
-    const CallFingerprint theirs = decode(theirs_header);
-    const bool same_call = theirs_header[0] == kMagic && theirs.sequence == mine.sequence && theirs.call == mine.call;
-    if (same_call && theirs.algorithm == mine.algorithm) continue;
-    only_algorithms_differ = only_algorithms_differ && same_call;
-    differing += theirs_header[0] != kMagic
-                     ? str_cat("; rank ", peer, " sent something that is not a ringtorch call fingerprint")
-                     : str_cat("; rank ", peer, " called ", theirs.describe());
-    if (first_differing < 0) first_differing = peer;
-  }
-  // Sends complete once every peer has received; a peer that has not is reported above.
-  for (int sent = 0; sent < size - 1; ++sent) outbound_->waitSend(time_left(deadline));
-  if (!differing.empty()) {
-    throw MismatchError(
-        str_cat("ranks disagree: this rank called ", mine.describe(), differing,
-                only_algorithms_differ
-                    ? "; the ranks chose different all-reduce algorithms: set RINGTORCH_ALLREDUCE_ALGORITHM "
-                      "(or ProcessGroupOptions::allreduce_algorithm) alike on every rank"
-                    : "; every rank must call the same collectives, in the same order, with the same sizes and "
-                      "dtypes"),
-        FailureSite{rank, first_differing, ""});
+  current_ = 1 - current_;  // the set this exchange receives into is now 1 - current_
+  for (int peer = 0; peer < context.size; ++peer) {
+    if (peer != context.rank) outbound_->send(peer, fingerprint_slot(), 0, bytes);
   }
 }
 
@@ -161,6 +184,8 @@ char* FingerprintExchange::block(int set, int peer) {
 // The last exchange received into the set before current_ (exchange() flips it first).
 char* FingerprintExchange::message_from(int peer) { return block(1 - current_, peer); }
 
-char* FingerprintExchange::inline_data_of(int peer) { return message_from(peer) + kHeaderBytes; }
+char* FingerprintExchange::inline_data_of(int peer) {
+  return (lane_ ? lane_->incoming(peer) : message_from(peer)) + kHeaderBytes;
+}
 
 }  // namespace ringtorch

@@ -8,15 +8,21 @@
 // the process from its event loop when a message is longer than the receive, "op.preamble.length
 // <= op.nbytes"; silently wrong sums when the byte counts happen to agree; a timeout otherwise).
 //
-// Why it cannot itself trip Gloo's length check: every rank posts its fingerprint receive with
-// the same fixed capacity (header + kInlineBytes), whatever the call, and nothing else is ever
-// sent on the fingerprint slot (tag_space.h); a message only has to fit, not to match.
+// Why it cannot itself trip Gloo's length check: every rank receives fingerprints into the
+// same fixed capacity (header + kInlineBytes), whatever the call, and nothing else is ever
+// sent on the fingerprint slot (tag_space.h) or the synchronous lane; a message only has to
+// fit, not to match.
 //
 // Why it is cheap: small all-reduces, broadcasts and allgathers carry their data inside the
-// fingerprint message (up to kInlineBytes), so the exchange *is* the collective and the check
-// adds no round trip (a barrier over Gloo is the exchange alone); larger ones, and the other
-// collectives, pay one round trip of 80 bytes before their data. Measured
-// costs: docs/benchmarks.md, "Call fingerprint".
+// fingerprint message (up to kInlineBytes), so the exchange *is* the collective and the
+// check adds no round trip (a barrier over Gloo is the exchange alone); larger ones, and the
+// other collectives, pay one round trip of 80 bytes before their data. Measured costs:
+// docs/benchmarks.md, "Call fingerprint".
+//
+// Two carriers, chosen alike on every rank when the group is created: the synchronous lane
+// (sync_lane.h: Gloo's synchronous pairs, read by the waiting thread itself) when the whole
+// group goes over Gloo's TCP transport and no rank declines it (RINGTORCH_SYNC_PAIRS=0), else
+// unbound buffers on the group's own context.
 //
 // After a mismatch every rank has received exactly one fingerprint from each peer and no data
 // was sent, so the group stays usable (as on the shared-memory path, which compares signatures
@@ -37,6 +43,7 @@
 
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/scratch_buffer.h"
+#include "runtime/comm/sync_lane.h"
 
 namespace ringtorch {
 
@@ -49,14 +56,17 @@ struct CallFingerprint {
 
 class FingerprintExchange {
  public:
-  FingerprintExchange();
+  // Over `lane` when given (every rank of the group must give one, or none), else over the
+  // context each exchange names.
+  explicit FingerprintExchange(std::unique_ptr<SyncLane> lane = nullptr);
   ~FingerprintExchange();  // drops the posted receives (each keeps Gloo's transport context alive)
 
   // Data up to this size travels inside the fingerprint message.
   static constexpr size_t kInlineBytes = size_t{256} << 10;
+  bool uses_lane() const { return uses_lane_; }
 
-  // Sends `mine` and `inline_bytes` (<= kInlineBytes) of `inline_data` to every peer and receives
-  // theirs, by `deadline`. Throws MismatchError (FailureSite::peer: the first rank that differs)
+  // Sends `mine` and `inline_bytes` (<= kInlineBytes) of `inline_data` to every peer and
+  // receives theirs, by `deadline`. Throws MismatchError (FailureSite::peer: the first rank that differs)
   // when a peer's fingerprint is not `mine`; TimeoutError or PeerLostError naming the peer whose
   // fingerprint did not arrive.
   void exchange(gloo::Context& context, const CallFingerprint& mine, const void* inline_data, size_t inline_bytes,
@@ -67,15 +77,22 @@ class FingerprintExchange {
   char* inline_data_of(int peer);
 
   // Drops the receives posted for the next exchange (Note [Pre-posted fingerprint receives] in
-  // call_fingerprint.cc): the group's shutdown calls it, so that its sockets close then. The
-  // next exchange, if any, posts afresh.
+  // call_fingerprint.cc) and closes the lane: the group's shutdown calls it, so that its
+  // sockets close then. Without a lane, the next exchange, if any, posts afresh; with one, it
+  // throws InvalidArgumentError.
   void release();
 
  private:
+  // Without a lane: posts the next exchange's receives and sends the first `bytes` of send_
+  // to every peer on the fingerprint slot.
+  void send_on_context(gloo::Context& context, size_t bytes);
+
   void post_receives(gloo::Context& context, int set);  // one per peer, into receive_[set]
   char* block(int set, int peer);                       // peer's block in receive_[set]
   char* message_from(int peer);                         // its block in the last exchange's set
 
+  std::unique_ptr<SyncLane> lane_;  // null: the group's context carries the fingerprints
+  const bool uses_lane_;
   ScratchBuffer send_, receive_[2];
   // Per set, per peer: the receive posted into receive_[set] (null at this rank's index).
   std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> posted_[2];

@@ -29,7 +29,7 @@ Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeou
   operation.tensors = {tensor};
   // Every rank cuts a large buffer into the same pieces (chunk_plan.h), whatever its device: a
   // CUDA rank overlaps its copies with the reduction of other pieces, and CPU ranks in the same
-  // group issue the same collectives (whole buffers where no rank has a GPU: agree_pieces()).
+  // group issue the same collectives (whole buffers where no rank has a GPU: agree_on_group()).
   const std::vector<ChunkSpan> pieces =
       plan_chunks(static_cast<size_t>(tensor.numel()), tensor.element_size(), allreduce_piece_bytes_);
   std::shared_ptr<cuda::StagedTransfer> transfer;

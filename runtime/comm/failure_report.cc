@@ -40,7 +40,7 @@ FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& pee
   std::vector<std::string> address(size);
   for (int peer = 0; peer < size; ++peer) {
     if (peer != rank && store.check({peers_key(peer)})) {
-      address[peer] = address_line(as_string(store.get(peers_key(peer))), rank);
+      address[peer] = published_peer_address(store, peer, rank);
     }
   }
   const int named = peer_named_by_address(address, rank, peer_address);  // the peer Gloo's failure names
@@ -117,6 +117,10 @@ int peer_named_by_address(const std::vector<std::string>& published, int rank, c
     on_host = static_cast<int>(peer);
   }
   return on_host;
+}
+
+std::string published_peer_address(c10d::Store& store, int peer, int rank) {
+  return address_line(as_string(store.get(peers_key(peer))), rank);
 }
 
 void publish_peer_addresses(c10d::Store& store, gloo::Context& context) {

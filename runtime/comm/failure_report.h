@@ -33,6 +33,10 @@ namespace ringtorch {
 // Writes this rank's pair addresses to `store` (the group's own prefix) under peers/<rank>.
 void publish_peer_addresses(c10d::Store& store, gloo::Context& context);
 
+// What `peer` published for its pair with `rank` ("[host]:port"). Waits for the key as the
+// store's get() does.
+std::string published_peer_address(c10d::Store& store, int peer, int rank);
+
 // The index in `published` (each peer's "[host]:port" for its pair with this rank `rank`;
 // empty at `rank` and for peers that published nothing) of the peer that Gloo's `named`
 // address ("[host]:port") means: the exact address, else the one peer on that host, provided

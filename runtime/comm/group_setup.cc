@@ -16,6 +16,7 @@
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
+#include "runtime/comm/sync_lane.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
@@ -51,6 +52,11 @@ GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::
   } else if (const char* shm = std::getenv("RINGTORCH_SHM")) {
     s.shared_memory = std::string(shm) != "0";
   }
+  if (options.sync_pairs) {
+    s.sync_pairs = *options.sync_pairs;
+  } else if (const char* sync = environment("RINGTORCH_SYNC_PAIRS")) {
+    s.sync_pairs = parse_int_in_range(sync, 0, 1, "environment variable RINGTORCH_SYNC_PAIRS (0 or 1)") == 1;
+  }
   s.segment_tag = (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
   s.host_identity = options.host_identity;
   if (s.host_identity.empty()) {
@@ -84,26 +90,21 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
         site);
   }
   mesh.context = std::move(context);
+  mesh.device = std::move(choice.device);
   return mesh;
 }
 
-size_t agree_pieces(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix) {
-  // Pieces (chunk_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
-  // every rank must cut alike; a group where no rank sees a GPU keeps whole buffers, which
-  // measured 10-20% faster over TCP at 64 MiB. So the ranks agree once, here.
-  if (settings.allreduce_piece_bytes) return std::max<size_t>(1, *settings.allreduce_piece_bytes);
-  if (mesh.context->size == 1) return SIZE_MAX;
-  // Asked once per process: LibTorch's lazy set-up of its CUDA hooks synchronises in code TSan
-  // cannot see, so groups created on several threads at once (the tests) were reported as a race
-  // in at::Context::hasCUDA(); a function-local static is initialised under a guard TSan knows.
-  static const bool this_process_has_cuda = at::hasCUDA();
-  int32_t any_cuda = this_process_has_cuda ? 1 : 0;
-  const std::string step =
-      str_cat(prefix, "creating group '", settings.name, "' (agreeing whether any rank has a GPU)");
+namespace {
+
+// One all-reduce over the group's context during creation, with its failure in the words of
+// `what` ("agreeing whether any rank has a GPU").
+void creation_allreduce(const GroupMesh& mesh, int32_t* values, size_t count, ReduceOp op,
+                        const GroupSettings& settings, const std::string& prefix, const std::string& what) {
+  const std::string step = str_cat(prefix, "creating group '", settings.name, "' (", what, ")");
   const FailureSite site{mesh.context->rank, -1, step};
   ScratchBuffer scratch;
   try {
-    allreduce_buffer(mesh.context, &any_cuda, 1, sizeof(any_cuda), reduce_function(ReduceOp::kMax, at::kInt),
+    allreduce_buffer(mesh.context, values, count, sizeof(int32_t), reduce_function(op, at::kInt),
                      AllreduceAlgorithm::kDirect, kCreationTag, settings.timeout, scratch);
   } catch (const Error& e) {
     std::rethrow_exception(
@@ -112,7 +113,57 @@ size_t agree_pieces(const GroupMesh& mesh, const GroupSettings& settings, const 
     std::rethrow_exception(
         operation_failure(read_gloo_failure(e.what()).kind, step, e.what(), "", settings.timeout, site));
   }
-  return any_cuda ? kAllreduceChunkBytes : SIZE_MAX;
+}
+
+}  // namespace
+
+GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix) {
+  GroupAgreement agreement;
+  if (mesh.context->size == 1) {
+    if (settings.allreduce_piece_bytes)
+      agreement.allreduce_piece_bytes = std::max<size_t>(1, *settings.allreduce_piece_bytes);
+    return agreement;
+  }
+  // Pieces (chunk_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
+  // every rank must cut alike; a group where no rank sees a GPU keeps whole buffers, which
+  // measured 10-20% faster over TCP at 64 MiB. A lane must exist on every rank or on none.
+  // Asked once per process: LibTorch's lazy set-up of its CUDA hooks synchronises in code TSan
+  // cannot see, so groups created on several threads at once (the tests) were reported as a race
+  // in at::Context::hasCUDA(); a function-local static is initialised under a guard TSan knows.
+  static const bool this_process_has_cuda = at::hasCUDA();
+  const bool declines_lane = !settings.sync_pairs || !SyncLane::supports(*mesh.device);
+  int32_t any[2] = {this_process_has_cuda ? 1 : 0, declines_lane ? 1 : 0};
+  creation_allreduce(mesh, any, 2, ReduceOp::kMax, settings, prefix,
+                     "agreeing whether any rank has a GPU or declines a synchronous lane");
+  if (settings.allreduce_piece_bytes) {
+    agreement.allreduce_piece_bytes = std::max<size_t>(1, *settings.allreduce_piece_bytes);
+  } else {
+    agreement.allreduce_piece_bytes = any[0] ? kAllreduceChunkBytes : SIZE_MAX;
+  }
+  agreement.sync_lane = any[1] == 0;
+  return agreement;
+}
+
+std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSettings& settings,
+                                       const std::string& prefix) {
+  const int rank = mesh.context->rank, size = mesh.context->size;
+  const std::string step = str_cat("connecting the synchronous lane of group '", settings.name, "'");
+  std::unique_ptr<SyncLane> lane;
+  try {
+    lane = SyncLane::connect(c10::make_intrusive<c10d::PrefixStore>("sync", mesh.store), rank, size, mesh.device,
+                             settings.timeout);
+  } catch (const Error& e) {
+    throw TimeoutError(str_cat(prefix, step, ": ", e.what()), FailureSite{rank, -1, step});
+  } catch (const std::exception& e) {
+    throw PeerLostError(str_cat(prefix, step, " failed: ", e.what(),
+                                "; set RINGTORCH_SYNC_PAIRS=0 to go without it, or ", kRaiseTimeoutHint),
+                        FailureSite{rank, -1, step});
+  }
+  int32_t usable = lane->holds_a_message() ? 1 : 0;
+  creation_allreduce(mesh, &usable, 1, ReduceOp::kMin, settings, prefix,
+                     "waiting until every rank has connected its synchronous lane");
+  if (!usable) lane.reset();  // some rank's socket buffers are too small for it (sync_lane.h)
+  return lane;
 }
 
 HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role) {

@@ -4,14 +4,18 @@
 //   resolve_settings  the options, with environment variables and defaults filled in
 //   connect_mesh      the network interface, the Gloo full mesh over the store, the
 //                     peer-address directory (failure_report.h)
-//   agree_pieces      whether all-reduce is cut into pieces: only where some rank sees a GPU
+//   agree_on_group    whether all-reduce is cut into pieces (only where some rank sees a GPU),
+//                     and whether the group may use a synchronous lane (no rank declines it)
 //   plan_paths        which ranks share a host: shared memory, hierarchical, or Gloo alone
+//   connect_lane      the synchronous lane (sync_lane.h), where the group goes over Gloo's TCP
+//                     transport alone and the ranks agreed on it
 //
 // Every step either succeeds on every rank or fails on every rank within the timeout, with an
 // error that names the rank, the group and the step.
 #pragma once
 
 #include <gloo/context.h>
+#include <gloo/transport/device.h>
 
 #include <chrono>
 #include <cstddef>
@@ -22,6 +26,7 @@
 #include "runtime/comm/allreduce_algorithm.h"
 #include "runtime/comm/process_group_options.h"
 #include "runtime/comm/shm/host_plan.h"
+#include "runtime/comm/sync_lane.h"
 
 namespace ringtorch {
 
@@ -31,21 +36,23 @@ struct GroupSettings {
   std::chrono::milliseconds timeout{0};
   std::string iface, transport;
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;
-  std::optional<size_t> allreduce_piece_bytes;  // forced by the caller, else decided by agree_pieces
+  std::optional<size_t> allreduce_piece_bytes;  // forced by the caller, else decided by agree_on_group
   bool shared_memory = true;
+  bool sync_pairs = true;   // this rank accepts a synchronous lane
   std::string segment_tag;  // never empty
   std::string host_identity;
 };
 
-// Reads RINGTORCH_TIMEOUT, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM and
-// RINGTORCH_HOST_ID where the options leave a field unset. Throws InvalidArgumentError for a
+// Reads RINGTORCH_TIMEOUT, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM, RINGTORCH_SYNC_PAIRS
+// and RINGTORCH_HOST_ID where the options leave a field unset. Throws InvalidArgumentError for a
 // malformed variable.
 GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::milliseconds default_timeout);
 
 struct GroupMesh {
   std::shared_ptr<gloo::Context> context;
-  c10::intrusive_ptr<c10d::Store> store;  // the group's own keys: the caller's store under "gloo/<name>/"
-  std::string network;                    // which interface, and why
+  std::shared_ptr<gloo::transport::Device> device;  // the context's (a lane connects over it too)
+  c10::intrusive_ptr<c10d::Store> store;            // the group's own keys: the caller's store under "gloo/<name>/"
+  std::string network;                              // which interface, and why
 };
 
 // `store` is namespaced for this group's members; `store_host` is where the store lives (for
@@ -53,9 +60,16 @@ struct GroupMesh {
 GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, const std::string& store_host,
                        const GroupSettings& settings, const std::string& prefix);
 
-// The all-reduce piece size: the forced one, else kAllreduceChunkBytes when any rank sees a
-// CUDA device (one 4-byte all-reduce with kCreationTag), else SIZE_MAX (whole buffers).
-size_t agree_pieces(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix);
+// What every rank must decide alike, agreed in one all-reduce of two integers (kCreationTag).
+struct GroupAgreement {
+  // The forced piece size, else kAllreduceChunkBytes when any rank sees a CUDA device, else
+  // SIZE_MAX (whole buffers).
+  size_t allreduce_piece_bytes = SIZE_MAX;
+  // No rank declines a synchronous lane (RINGTORCH_SYNC_PAIRS=0, or a transport other than
+  // Gloo's TCP); false for a group of one rank.
+  bool sync_lane = false;
+};
+GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix);
 
 // Who a group is: a group the user asked for, or the cross-host part of a hierarchical group
 // (one rank per host, which neither plans shared memory nor announces its path).
@@ -64,5 +78,13 @@ enum class GroupRole { kWhole, kCrossHostPart };
 // The host plan (shm/host_plan.h) for a kWhole group of more than one rank; for the others, a
 // plan without shared memory whose `why` says so.
 HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role);
+
+// Connects the group's synchronous lane and then waits, in an all-reduce over the group's
+// context (kCreationTag), until every rank has, so that no rank sends on the lane before its
+// peers read it themselves; the same all-reduce drops the lane on every rank where some rank's
+// socket buffers cannot hold a message (SyncLane::holds_a_message; null then). Collective;
+// called only where agree_on_group agreed and the plan sends everything over Gloo. Fails on
+// every rank within the timeout, as connect_mesh does.
+std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix);
 
 }  // namespace ringtorch

@@ -102,8 +102,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
     group->recorder_ = FlightRecorder::create(settings.name, rank, size, process_rank, capacity);
   }
   GroupMesh mesh = connect_mesh(store, rank, size, store_host, settings, prefix);
-  group->allreduce_piece_bytes_ = agree_pieces(mesh, settings, prefix);
+  const GroupAgreement agreement = agree_on_group(mesh, settings, prefix);
+  group->allreduce_piece_bytes_ = agreement.allreduce_piece_bytes;
   HostPlan plan = plan_paths(mesh, rank, size, settings, role);
+  // Only a group that sends everything over Gloo: where shared memory carries the collectives,
+  // the lane would only hold sockets open (a hierarchical group's cross-host part has its own).
+  std::unique_ptr<SyncLane> lane = agreement.sync_lane && !plan.local ? connect_lane(mesh, settings, prefix) : nullptr;
   group->network_ = mesh.network;
   group->allreduce_algorithm_ = settings.allreduce_algorithm;
   group->store_ = store;
@@ -111,8 +115,12 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   group->store_host_ = store_host;
   group->context_ = std::move(mesh.context);
   group->scratch_ = std::make_shared<ScratchBuffer>();
-  group->fingerprint_ = std::make_shared<FingerprintExchange>();
+  group->fingerprint_ = std::make_shared<FingerprintExchange>(std::move(lane));
   group->adopt_host_plan(std::move(plan), options);
+  if (group->fingerprint_->uses_lane()) {
+    group->path_ += str_cat("; call fingerprints and collectives up to ", FingerprintExchange::kInlineBytes >> 10,
+                            " KiB on Gloo's synchronous pairs (RINGTORCH_SYNC_PAIRS=0: off)");
+  }
   if (role == GroupRole::kWhole && size > 1 && rank == 0) {
     std::fprintf(stderr, "[ringtorch] group '%s': %s\n", settings.name.c_str(), group->path_.c_str());
   }

@@ -30,6 +30,12 @@ struct ProcessGroupOptions {
   // memory"); default: RINGTORCH_SHM (0: off), else on. Falls back to TCP by itself. An
   // explicitly chosen all-reduce algorithm (not auto) keeps all-reduce and reduce_scatter on Gloo.
   std::optional<bool> shared_memory;
+  // Call fingerprints, and the collectives small enough to travel inside them (all-reduce,
+  // broadcast, allgather up to 256 KiB), go over a second mesh of Gloo's synchronous pairs when
+  // the whole group goes over Gloo's TCP transport (runtime/comm/sync_lane.h): 3-5x less time
+  // for a small all-reduce. Default: RINGTORCH_SYNC_PAIRS (0: off), else on. Any rank that
+  // declines it, or whose socket buffers are too small for it, turns it off for the whole group.
+  std::optional<bool> sync_pairs;
   // Names the shared-memory segment ("<run id>-<restart>-<round>"; create(rdzv) sets it), so
   // the launcher can remove what a crashed run left.
   std::string segment_tag;

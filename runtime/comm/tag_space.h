@@ -10,8 +10,10 @@
 //   0x00000000 .. 0x7FFFFFFF   operation_tag(sequence): the group's operations, numbered in
 //                              submission order on every rank (wraps after 2^31 operations;
 //                              harmless, since operations run one at a time)
-//   0xFFFFFF00                 kCreationTag: the one collective group creation runs (whether any
-//                              rank sees a GPU), before operation 0 exists
+//   0xFFFFFF00                 kCreationTag: the collectives group creation runs (whether any
+//                              rank sees a GPU or declines the synchronous lane; the barrier
+//                              after the lane connects), one after another, before operation 0
+//                              exists
 //
 // 64-bit slots of ringtorch's own unbound-buffer traffic, in bits Gloo's prefixes never use:
 //
@@ -32,6 +34,9 @@
 //                              peer that is an operation ahead or behind is seen as such, not
 //                              as a message that never comes
 //
+// The synchronous lane (sync_lane.h) is a Gloo context of its own, with bound buffers only:
+// kSyncLaneSlot is the one slot they use.
+//
 // Operations of one group run strictly one after another, so a tag is only ever reused (after
 // a wrap) by an operation that cannot overlap the earlier one. A fast peer's message for the next operation may arrive
 // early: its slot differs from the current operation's, and Gloo holds it until the receiver is posted.
@@ -42,6 +47,8 @@
 namespace ringtorch {
 
 constexpr uint32_t kCreationTag = 0xFFFFFF00u;
+
+constexpr int kSyncLaneSlot = 0;
 
 constexpr uint32_t operation_tag(uint32_t sequence) { return sequence & 0x7FFFFFFFu; }
 

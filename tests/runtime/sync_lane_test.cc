@@ -1,0 +1,150 @@
+// The synchronous lane (runtime/comm/sync_lane.h): call fingerprints and small collectives over
+// Gloo's synchronous pairs, ranks as threads over one in-memory store, Gloo over loopback TCP.
+// Every group here turns shared memory off, so the lane is in use unless a test declines it.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+
+#include "base/error.h"
+#include "rendezvous/deadline_store.h"
+#include "runtime/comm/call_fingerprint.h"
+#include "runtime/comm/process_group.h"
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+using std::chrono::milliseconds;
+
+constexpr const char* kLaneInPath = "Gloo's synchronous pairs";
+
+ProcessGroupOptions over_tcp() {
+  ProcessGroupOptions options;
+  options.shared_memory = false;
+  return options;
+}
+
+c10::intrusive_ptr<c10d::Store> memory_store() {
+  return c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+}
+
+// Element counts on both sides of what travels inside the fingerprint on the lane.
+const int64_t kInlineFloats = static_cast<int64_t>(FingerprintExchange::kInlineBytes / sizeof(float));
+
+TEST(SyncPairs, CarrySmallAndLargeCollectivesAtWorldSizes2And3) {
+  for (int world : {2, 3}) {
+    testing::on_thread_ranks(
+        world,
+        [&](ProcessGroup& group) {
+          EXPECT_NE(group.path().find(kLaneInPath), std::string::npos) << group.path();
+          const int rank = group.rank();
+          for (int64_t count : {int64_t{1}, kInlineFloats, kInlineFloats + 1, int64_t{100000}}) {
+            at::Tensor sum = at::full({count}, rank + 1.0f);
+            group.allreduce(sum);
+            ASSERT_TRUE(sum.eq(world * (world + 1) / 2.0f).all().item<bool>()) << "allreduce of " << count;
+            at::Tensor from_last = at::full({count}, rank == world - 1 ? 7.0f : 0.0f);
+            group.broadcast(from_last, world - 1);
+            ASSERT_TRUE(from_last.eq(7.0f).all().item<bool>()) << "broadcast of " << count;
+            at::Tensor mine = at::full({count}, static_cast<float>(rank)), all = at::empty({world * count});
+            group.allgather(mine, all);
+            for (int r = 0; r < world; ++r) {
+              ASSERT_TRUE(all.narrow(0, r * count, count).eq(static_cast<float>(r)).all().item<bool>())
+                  << "allgather of " << count << ", block " << r;
+            }
+          }
+          group.barrier();
+        },
+        milliseconds(30000), over_tcp());
+  }
+}
+
+// A call of one chunk against one of several chunks (both inside their fingerprints), and
+// against one too large to travel inside: both go over the lane first, so both ranks see the
+// mismatch (instead of waiting for chunks that never come, or on different sockets).
+TEST(SyncPairs, ASmallCallAgainstALargerOneIsAMismatchOnBothRanks) {
+  for (const int64_t larger : {kInlineFloats, kInlineFloats * 2}) {
+  testing::on_thread_ranks(
+      2,
+      [&](ProcessGroup& group) {
+        at::Tensor t = at::ones({group.rank() == 0 ? int64_t{4} : larger});
+        try {
+          group.allreduce(t);
+          ADD_FAILURE() << "rank " << group.rank() << ": no MismatchError";
+        } catch (const MismatchError& e) {
+          const std::string other = group.rank() == 0 ? "rank 1 called allreduce of " + std::to_string(larger)
+                                                      : std::string("rank 0 called allreduce of 4");
+          EXPECT_NE(std::string(e.what()).find(other + " float32"), std::string::npos) << e.what();
+        }
+        at::Tensor after = at::ones({3});
+        group.allreduce(after);  // the group stays usable
+        EXPECT_TRUE(after.eq(2.0f).all().item<bool>());
+      },
+      milliseconds(30000), over_tcp());
+  }
+}
+
+TEST(SyncPairs, ARankThatDeclinesTurnsThemOffForTheWholeGroup) {
+  auto store = memory_store();
+  std::string paths[2];
+  float sums[2] = {0, 0};
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      ProcessGroupOptions options = over_tcp();
+      if (r == 1) options.sync_pairs = false;
+      auto group = ProcessGroup::create(store, r, 2, "127.0.0.1", options);
+      paths[r] = group->path();
+      at::Tensor t = at::full({5}, 1.0f + r);
+      group->allreduce(t);
+      sums[r] = t[4].item<float>();
+      group->shutdown();
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(paths[r].find(kLaneInPath), std::string::npos) << "rank " << r << ": " << paths[r];
+    EXPECT_EQ(sums[r], 3.0f) << "rank " << r;
+  }
+}
+
+// Gloo's blocking reads give up only at the group's timeout; the lane must end a wait at the
+// call's own.
+TEST(SyncPairs, ACallsOwnTimeoutEndsAWaitOnTheLaneAndNamesThePeer) {
+  auto store = memory_store();
+  std::atomic<bool> done{false};
+  std::thread idle([&] {
+    auto group = ProcessGroup::create(store, 1, 2, "127.0.0.1", over_tcp());  // never calls the collective
+    while (!done) std::this_thread::sleep_for(milliseconds(10));
+  });
+  auto group = ProcessGroup::create(store, 0, 2, "127.0.0.1", over_tcp());  // group timeout: 300 s
+  EXPECT_NE(group->path().find(kLaneInPath), std::string::npos) << group->path();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    group->allreduce(at::ones({4}), ReduceOp::kSum, milliseconds(300));
+    ADD_FAILURE() << "no TimeoutError";
+  } catch (const TimeoutError& e) {
+    EXPECT_EQ(e.site().peer, 1) << e.what();
+    EXPECT_NE(std::string(e.what()).find("peer rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "the 300 s group timeout was used";
+  done = true;
+  idle.join();
+}
+
+TEST(SyncPairs, AMalformedSettingIsRefusedAtCreation) {
+  ::setenv("RINGTORCH_SYNC_PAIRS", "yes", 1);
+  try {
+    ProcessGroup::create(memory_store(), 0, 1, "127.0.0.1", over_tcp());
+    ADD_FAILURE() << "RINGTORCH_SYNC_PAIRS=yes was accepted";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("RINGTORCH_SYNC_PAIRS"), std::string::npos) << e.what();
+  }
+  ::unsetenv("RINGTORCH_SYNC_PAIRS");
+}
+
+}  // namespace
+}  // namespace ringtorch
