@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "runtime/comm/allreduce_algorithm.h"
 #include "runtime/comm/gloo_failure.h"
+#include "runtime/comm/sync_lane.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
@@ -62,6 +63,7 @@ std::string CallFingerprint::describe() const {
   return text + ")";
 }
 
+FingerprintExchange::FingerprintExchange() : uses_lane_(false) {}
 FingerprintExchange::FingerprintExchange(std::unique_ptr<SyncLane> lane)
     : lane_(std::move(lane)), uses_lane_(lane_ != nullptr) {}
 FingerprintExchange::~FingerprintExchange() = default;
@@ -138,7 +140,7 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
     if (first_differing < 0) first_differing = peer;
   }
   // Sends complete once every peer has received; a peer that has not is reported above. (On
-  // the lane, every write completed in send_to_all.)
+  // the lane, every write completed in SyncLane::exchange.)
   if (!lane_) {
     for (int sent = 0; sent < size - 1; ++sent) outbound_->waitSend(time_left(deadline));
   }

@@ -43,9 +43,10 @@
 
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/scratch_buffer.h"
-#include "runtime/comm/sync_lane.h"
 
 namespace ringtorch {
+
+class SyncLane;
 
 struct CallFingerprint {
   uint32_t sequence = 0;  // the operation's number in its group (its tag)
@@ -56,9 +57,10 @@ struct CallFingerprint {
 
 class FingerprintExchange {
  public:
-  // Over `lane` when given (every rank of the group must give one, or none), else over the
-  // context each exchange names.
-  explicit FingerprintExchange(std::unique_ptr<SyncLane> lane = nullptr);
+  // Over the context each exchange names, or over `lane` (every rank of the group must give
+  // one, or none).
+  FingerprintExchange();
+  explicit FingerprintExchange(std::unique_ptr<SyncLane> lane);
   ~FingerprintExchange();  // drops the posted receives (each keeps Gloo's transport context alive)
 
   // Data up to this size travels inside the fingerprint message.

@@ -4,6 +4,7 @@
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
@@ -16,7 +17,6 @@
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
-#include "runtime/comm/sync_lane.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
@@ -159,10 +159,14 @@ std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSetting
                                 "; set RINGTORCH_SYNC_PAIRS=0 to go without it, or ", kRaiseTimeoutHint),
                         FailureSite{rank, -1, step});
   }
-  int32_t usable = lane->holds_a_message() ? 1 : 0;
-  creation_allreduce(mesh, &usable, 1, ReduceOp::kMin, settings, prefix,
+  // A write from one rank to another must fit both ends' buffers: the group's smallest decide.
+  auto as_int = [](size_t bytes) { return static_cast<int32_t>(std::min<size_t>(bytes, INT32_MAX)); };
+  int32_t smallest[2] = {as_int(lane->send_buffer_bytes()), as_int(lane->receive_buffer_bytes())};
+  creation_allreduce(mesh, smallest, 2, ReduceOp::kMin, settings, prefix,
                      "waiting until every rank has connected its synchronous lane");
-  if (!usable) lane.reset();  // some rank's socket buffers are too small for it (sync_lane.h)
+  if (!SyncLane::holds_a_message(static_cast<size_t>(smallest[0]), static_cast<size_t>(smallest[1]))) {
+    lane.reset();  // too small somewhere for a full message (sync_lane.h)
+  }
   return lane;
 }
 

@@ -95,10 +95,11 @@ void OperationQueue::run(Operation op) {
     execute(*here);
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = false;
-    wake_worker = !queue_.empty();  // submitted while this one ran
+    // Submitted while this one ran, or stop() waiting: the worker saw running_ and slept again.
+    wake_worker = !queue_.empty() || stopping_;
   }
-  // Only when the worker has something to run: waking it for nothing cost every synchronous
-  // call a thread wake-up, which on 2 cores competes with the ranks themselves.
+  // Only when the worker has something to do: waking it for nothing cost every synchronous call
+  // a thread wake-up, which on 2 cores competes with the ranks themselves.
   if (wake_worker) wake_.notify_one();
   work->wait();
 }

@@ -32,9 +32,10 @@
 // (except within one host's shared memory), the hierarchical allgather on host-sized scratch,
 // and CUDA tensors on pinned host copies.
 //
-// Thread-safety: submit from any thread. Ownership: the group owns its Gloo context, its
-// shared-memory segment, its cross-host subgroup and its worker thread; shutdown() (or the
-// destructor) finishes queued work, joins the thread and releases the sockets.
+// Thread-safety: submit from any thread. Ownership: the group owns its Gloo context (and, over
+// TCP alone, a second one of synchronous pairs: runtime/comm/sync_lane.h), its shared-memory
+// segment, its cross-host subgroup and its worker thread; shutdown() (or the destructor)
+// finishes queued work, joins the thread and releases the sockets.
 #pragma once
 
 #include <ATen/core/Tensor.h>

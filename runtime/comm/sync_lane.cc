@@ -7,10 +7,15 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <stdexcept>
+#include <utility>
 
 #include "base/error.h"
 #include "base/str_cat.h"
@@ -33,45 +38,49 @@ std::string socket_address(int fd, bool far_end) {
 }
 
 // Gloo's TCP pair keeps its socket to itself (and Debian's Gloo does not ship the header that
-// declares the pair). A connected socket is named by its two addresses, so the one whose near
-// end is `local` and far end `remote` is the pair's; -1 when none is.
-int find_socket(const std::string& local, const std::string& remote) {
+// declares the pair). A connected socket is named by its two addresses, so this process' TCP
+// sockets by "<near end> <far end>" find each pair's; one pass over /proc/self/fd.
+std::map<std::string, int> tcp_sockets() {
+  std::map<std::string, int> sockets;
   DIR* directory = ::opendir("/proc/self/fd");
-  if (directory == nullptr) return -1;
-  int found = -1;
+  if (directory == nullptr) return sockets;
   while (const dirent* entry = ::readdir(directory)) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
     struct stat status {};
     if (end == entry->d_name || *end != '\0' || fd == ::dirfd(directory)) continue;
     if (::fstat(static_cast<int>(fd), &status) != 0 || !S_ISSOCK(status.st_mode)) continue;
-    if (socket_address(static_cast<int>(fd), false) == local && socket_address(static_cast<int>(fd), true) == remote) {
-      found = static_cast<int>(fd);
-      break;
-    }
+    const std::string near = socket_address(static_cast<int>(fd), false);
+    if (!near.empty()) sockets[near + " " + socket_address(static_cast<int>(fd), true)] = static_cast<int>(fd);
   }
   ::closedir(directory);
-  return found;
+  return sockets;
 }
 
-// Whether a message of SyncLane::kCapacity fits `fd`'s buffers with no one reading it: the send
-// buffer Gloo will size for it (SO_SNDBUF set to the message, which the kernel doubles and caps
-// at net.core.wmem_max) and half the receive buffer (the kernel keeps the other half for its
-// overhead), against twice the message (room for the per-packet overhead). Sets the receive
-// buffer as large as net.core.rmem_max allows.
-bool buffers_hold_a_message(int fd) {
+// Sizes `fd`'s receive buffer as large as net.core.rmem_max allows, and returns what its send
+// and receive buffers will be for a full message: Gloo sets SO_SNDBUF to the message before it
+// writes it (the kernel doubles the request and caps it at net.core.wmem_max), so the send side
+// is measured the same way. {0, 0} when the socket refuses.
+std::pair<size_t, size_t> size_buffers(int fd) {
   int want = static_cast<int>(2 * SyncLane::kCapacity), send = 0, receive = 0;
   socklen_t length = sizeof(int);
-  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want)) != 0) return false;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof(want)) != 0) return {0, 0};
   want = static_cast<int>(SyncLane::kCapacity);
-  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) != 0) return false;
-  if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send, &length) != 0) return false;
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &want, sizeof(want)) != 0) return {0, 0};
+  if (::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &send, &length) != 0) return {0, 0};
   length = sizeof(int);
-  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive, &length) != 0) return false;
-  return static_cast<size_t>(send) + static_cast<size_t>(receive) / 2 >= 2 * SyncLane::kCapacity;
+  if (::getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive, &length) != 0) return {0, 0};
+  return {static_cast<size_t>(send), static_cast<size_t>(receive)};
 }
 
 }  // namespace
+
+bool SyncLane::holds_a_message(size_t send_buffer_bytes, size_t receive_buffer_bytes) {
+  // A write must fit the writer's send buffer and half the reader's receive buffer (the kernel
+  // keeps the other half for its overhead), with room for twice the message (the per-packet
+  // overhead the send buffer is charged).
+  return send_buffer_bytes + receive_buffer_bytes / 2 >= 2 * kCapacity;
+}
 
 bool SyncLane::supports(const gloo::transport::Device& device) {
   return dynamic_cast<const gloo::transport::tcp::Device*>(&device) != nullptr;
@@ -91,16 +100,25 @@ std::unique_ptr<SyncLane> SyncLane::connect(const c10::intrusive_ptr<c10d::Store
   lane->send_.resize(static_cast<size_t>(size));
   lane->receive_.resize(static_cast<size_t>(size));
   lane->sockets_.assign(static_cast<size_t>(size), -1);
-  lane->holds_a_message_ = true;
+  lane->send_buffer_bytes_ = lane->receive_buffer_bytes_ = SIZE_MAX;
+  std::map<std::string, int> sockets;  // found once every pair has switched to synchronous mode
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     auto& pair = lane->context_->getPair(peer);
     pair->setSync(/*sync=*/true, /*busyPoll=*/false);
     lane->receive_[peer] = pair->createRecvBuffer(kSyncLaneSlot, lane->incoming(peer), kCapacity);
     lane->send_[peer] = pair->createSendBuffer(kSyncLaneSlot, lane->outgoing(), kCapacity);
-    const int fd = find_socket(pair->address().str(), published_peer_address(*store, peer, rank));
-    lane->sockets_[peer] = fd;
-    lane->holds_a_message_ = lane->holds_a_message_ && fd >= 0 && buffers_hold_a_message(fd);
+  }
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    if (sockets.empty()) sockets = tcp_sockets();
+    const auto found =
+        sockets.find(lane->context_->getPair(peer)->address().str() + " " + published_peer_address(*store, peer, rank));
+    const std::pair<size_t, size_t> buffers =
+        found == sockets.end() ? std::pair<size_t, size_t>{0, 0} : size_buffers(found->second);
+    lane->sockets_[peer] = found == sockets.end() ? -1 : found->second;
+    lane->send_buffer_bytes_ = std::min(lane->send_buffer_bytes_, buffers.first);
+    lane->receive_buffer_bytes_ = std::min(lane->receive_buffer_bytes_, buffers.second);
   }
   return lane;
 }
@@ -111,13 +129,13 @@ char* SyncLane::incoming(int peer) {
   return incoming_.data() + kCapacity * static_cast<size_t>(peer < rank_ ? peer : peer - 1);
 }
 
-void SyncLane::fail(const std::exception& failure, int peer, const std::string& what) {
+void SyncLane::fail(const std::exception& failure, int peer, const std::string& doing) {
   failed_ = true;
   if (const auto* error = dynamic_cast<const Error*>(&failure)) {
     std::rethrow_exception(make_error(error->kind(), error->what(), FailureSite{rank_, peer, ""}));
   }
-  std::rethrow_exception(make_error(read_gloo_failure(failure.what()).kind,
-                                    str_cat(failure.what(), " (waiting for ", what, ")"), FailureSite{rank_, peer, ""}));
+  std::rethrow_exception(make_error(read_gloo_failure(failure.what()).kind, str_cat(failure.what(), " (", doing, ")"),
+                                    FailureSite{rank_, peer, ""}));
 }
 
 void SyncLane::exchange(size_t bytes, std::chrono::steady_clock::time_point deadline, const WhatOf& what_of) {
@@ -131,7 +149,7 @@ void SyncLane::exchange(size_t bytes, std::chrono::steady_clock::time_point dead
       send_[peer]->send(0, bytes);  // a blocking write that fits the socket's buffers (the class comment)
       send_[peer]->waitSend();      // in synchronous mode: only counts the completed write
     } catch (const std::exception& e) {
-      fail(e, peer, str_cat(what_of(peer), "; writing this rank's"));
+      fail(e, peer, str_cat("writing this rank's call to peer rank ", peer));
     }
   }
   for (int peer = 0; peer < size_; ++peer) {
@@ -142,21 +160,20 @@ void SyncLane::exchange(size_t bytes, std::chrono::steady_clock::time_point dead
 void SyncLane::receive(int peer, std::chrono::steady_clock::time_point deadline, const WhatOf& what_of) {
   pollfd waiting{sockets_[peer], POLLIN, 0};
   for (;;) {
-    const int ready = ::poll(&waiting, 1, static_cast<int>(time_left(deadline).count()));
+    const int ready = ::poll(&waiting, 1, static_cast<int>(std::min<int64_t>(time_left(deadline).count(), INT_MAX)));
     if (ready > 0) break;
     if (ready < 0 && errno != EINTR) {
-      fail(std::runtime_error(str_cat("poll: ", std::strerror(errno))), peer, what_of(peer));
+      fail(std::runtime_error(str_cat("poll: ", std::strerror(errno))), peer, "waiting for " + what_of(peer));
     }
     if (ready == 0 && std::chrono::steady_clock::now() >= deadline) {
-      fail(TimeoutError(str_cat("Timed out waiting for ", what_of(peer), " on the synchronous lane")), peer,
-           what_of(peer));
+      fail(TimeoutError(str_cat("Timed out waiting for ", what_of(peer), " on the synchronous lane")), peer, "");
     }
   }
   // The message has started to arrive (or the peer closed the connection, which Gloo reports).
   try {
     receive_[peer]->waitRecv();
   } catch (const std::exception& e) {
-    fail(e, peer, what_of(peer));
+    fail(e, peer, "waiting for " + what_of(peer));
   }
 }
 

@@ -15,17 +15,19 @@
 // timeout (SO_RCVTIMEO, set when a pair connects), so the lane first waits with poll(2) until
 // the call's own deadline and lets Gloo read only once the message has started to arrive. Gloo
 // does not hand out a pair's socket, so the lane finds it among the process' descriptors by its
-// two addresses; where it cannot, holds_a_message() is false and the group goes without it.
+// two addresses; where it cannot, the group goes without the lane. A call's own deadline bounds
+// the wait for a peer's message to start; a message that has started, and a write, are bounded
+// by the group's timeout (Gloo's socket timeouts), which they reach only when a peer stops
+// mid-message.
 //
 // Why a message must fit the sockets' buffers: every rank writes its message to every peer
 // before it reads theirs, with blocking writes, so one message has to fit where a peer that is
 // itself still writing leaves it: this rank's send buffer (Gloo sizes SO_SNDBUF to the largest
 // message a pair has sent, up to net.core.wmem_max) and the peer's receive buffer (which the
-// lane sets, up to net.core.rmem_max). connect() measures both; where they cannot hold a
-// message of kCapacity with room for the kernel's per-packet overhead (machines whose
-// net.core.wmem_max / rmem_max are below Linux's defaults), holds_a_message() is false and the
-// group goes without the lane. Sending a message in several steps instead measured 1.4-1.6x
-// slower at 256 KiB than one write.
+// lane sets, up to net.core.rmem_max). connect() measures both; where the group's smallest cannot
+// hold a message of kCapacity with room for the kernel's per-packet overhead (machines whose
+// net.core.wmem_max / rmem_max are below Linux's defaults), the group goes without the lane. Sending a message in
+// several steps instead measured 1.4-1.6x slower at 256 KiB than one write.
 //
 // Thread-safety: one exchange at a time (the process group runs one operation at a time).
 // Ownership: owns its Gloo context, and so its sockets; destroying the lane closes them.
@@ -66,9 +68,13 @@ class SyncLane {
   SyncLane(const SyncLane&) = delete;
   SyncLane& operator=(const SyncLane&) = delete;
 
-  // Whether this rank's sockets hold a message of kCapacity that no one reads yet (see the
-  // class comment); every rank must agree to use the lane.
-  bool holds_a_message() const { return holds_a_message_; }
+  // This rank's smallest send and receive buffer among its lane's sockets, as they will be for a
+  // full message (0 where a pair's socket was not found), and whether buffers of those sizes at
+  // both ends of a pair hold a message of kCapacity that no one reads yet (the class comment).
+  // The ranks agree on the group's smallest before using the lane.
+  size_t send_buffer_bytes() const { return send_buffer_bytes_; }
+  size_t receive_buffer_bytes() const { return receive_buffer_bytes_; }
+  static bool holds_a_message(size_t send_buffer_bytes, size_t receive_buffer_bytes);
 
   // Where the next message is written (kCapacity bytes), before exchange().
   char* outgoing() { return outgoing_.data(); }
@@ -76,8 +82,7 @@ class SyncLane {
   // Sends the first `bytes` (<= kCapacity) of outgoing() to every peer and receives every
   // peer's message (of its own length, at most kCapacity) into incoming(peer), by `deadline`. Throws TimeoutError
   // or PeerLostError with FailureSite{rank, peer} naming the first peer it could not write to or
-  // hear from; a text that ends in " (waiting for <what_of(peer)>)". The lane is unusable after
-  // a failure.
+  // hear from, its text naming what_of(peer). The lane is unusable after a failure.
   using WhatOf = std::function<std::string(int peer)>;  // called only to word a failure
   void exchange(size_t bytes, std::chrono::steady_clock::time_point deadline, const WhatOf& what_of);
 
@@ -89,9 +94,10 @@ class SyncLane {
   // Waits with poll(2) until `peer`'s message starts to arrive, then lets Gloo read it.
   void receive(int peer, std::chrono::steady_clock::time_point deadline, const WhatOf& what_of);
 
-  // Gloo's exception `failure` (or the lane's own words) as ringtorch's Error naming `peer`;
-  // the lane is unusable afterwards (Gloo has closed that pair).
-  [[noreturn]] void fail(const std::exception& failure, int peer, const std::string& what);
+  // Gloo's exception `failure`, its text followed by " (<doing>)", or the lane's own Error, as
+  // ringtorch's Error naming `peer`; the lane is unusable afterwards (Gloo may have closed that
+  // pair).
+  [[noreturn]] void fail(const std::exception& failure, int peer, const std::string& doing);
 
   const int rank_, size_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
@@ -100,7 +106,7 @@ class SyncLane {
   // Per peer (null at this rank's index). Declared after context_: destroyed before it.
   std::vector<std::unique_ptr<gloo::transport::Buffer>> send_, receive_;
   std::vector<int> sockets_;  // per peer: its pair's socket, for poll(2)
-  bool holds_a_message_ = false;
+  size_t send_buffer_bytes_ = 0, receive_buffer_bytes_ = 0;
   bool failed_ = false;  // a send or receive failed: Gloo may have closed that pair
 };
 

@@ -716,6 +716,28 @@ TEST(ProcessGroup, ARankThatNeverCallsTimesOutAndBreaksTheGroup) {
   EXPECT_EQ(second, first) << "later calls fail at once with the original cause";
 }
 
+// shutdown() on another thread while a synchronous call runs on the caller's thread: the worker
+// saw that call running and went back to sleep, so the call's end must wake it to stop.
+TEST(ProcessGroup, ShutdownDuringASynchronousCallReturnsWhenTheCallEnds) {
+  auto store =
+      c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
+  std::thread rank1([&] {
+    auto group = ProcessGroup::create(store, 1, 2, "127.0.0.1");
+    std::this_thread::sleep_for(milliseconds(500));  // rank 0's call waits for this one
+    group->allreduce(at::ones({4}));
+  });
+  auto group = ProcessGroup::create(store, 0, 2, "127.0.0.1");
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(milliseconds(200));
+    group->shutdown();  // hung here before the fix: the worker was never woken again
+  });
+  at::Tensor t = at::ones({4});
+  group->allreduce(t);
+  stopper.join();
+  rank1.join();
+  EXPECT_TRUE(t.eq(2.0f).all().item<bool>());
+}
+
 TEST(ProcessGroup, APerCallTimeoutOverridesTheGroups) {
   auto store =
       c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));

@@ -67,23 +67,23 @@ TEST(SyncPairs, CarrySmallAndLargeCollectivesAtWorldSizes2And3) {
 // mismatch (instead of waiting for chunks that never come, or on different sockets).
 TEST(SyncPairs, ASmallCallAgainstALargerOneIsAMismatchOnBothRanks) {
   for (const int64_t larger : {kInlineFloats, kInlineFloats * 2}) {
-  testing::on_thread_ranks(
-      2,
-      [&](ProcessGroup& group) {
-        at::Tensor t = at::ones({group.rank() == 0 ? int64_t{4} : larger});
-        try {
-          group.allreduce(t);
-          ADD_FAILURE() << "rank " << group.rank() << ": no MismatchError";
-        } catch (const MismatchError& e) {
-          const std::string other = group.rank() == 0 ? "rank 1 called allreduce of " + std::to_string(larger)
-                                                      : std::string("rank 0 called allreduce of 4");
-          EXPECT_NE(std::string(e.what()).find(other + " float32"), std::string::npos) << e.what();
-        }
-        at::Tensor after = at::ones({3});
-        group.allreduce(after);  // the group stays usable
-        EXPECT_TRUE(after.eq(2.0f).all().item<bool>());
-      },
-      milliseconds(30000), over_tcp());
+    testing::on_thread_ranks(
+        2,
+        [&](ProcessGroup& group) {
+          at::Tensor t = at::ones({group.rank() == 0 ? int64_t{4} : larger});
+          try {
+            group.allreduce(t);
+            ADD_FAILURE() << "rank " << group.rank() << ": no MismatchError";
+          } catch (const MismatchError& e) {
+            const std::string other = group.rank() == 0 ? "rank 1 called allreduce of " + std::to_string(larger)
+                                                        : std::string("rank 0 called allreduce of 4");
+            EXPECT_NE(std::string(e.what()).find(other + " float32"), std::string::npos) << e.what();
+          }
+          at::Tensor after = at::ones({3});
+          group.allreduce(after);  // the group stays usable
+          EXPECT_TRUE(after.eq(2.0f).all().item<bool>());
+        },
+        milliseconds(30000), over_tcp());
   }
 }
 
