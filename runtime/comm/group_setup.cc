@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include "base/error.h"
@@ -25,6 +26,23 @@ namespace {
 const char* environment(const char* name) {
   const char* value = std::getenv(name);
   return value && *value ? value : nullptr;
+}
+
+// Runs `connect` (a Gloo full mesh over the store) as `step`: the store's own error (a rank
+// that never arrived; its message names the keys) becomes a TimeoutError, anything Gloo throws a
+// PeerLostError that says `what_to_check` and how to raise the timeout.
+template <typename Connect>
+void connecting(int rank, const std::string& step, const std::string& prefix, const char* what_to_check,
+                Connect&& connect) {
+  const FailureSite site{rank, -1, step};
+  try {
+    connect();
+  } catch (const Error& e) {
+    throw TimeoutError(str_cat(prefix, step, ": ", e.what()), site);
+  } catch (const std::exception& e) {
+    throw PeerLostError(str_cat(prefix, step, " failed: ", e.what(), "; ", what_to_check, ", or ", kRaiseTimeoutHint),
+                        site);
+  }
 }
 
 }  // namespace
@@ -74,21 +92,12 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   mesh.store = c10::make_intrusive<c10d::PrefixStore>("gloo/" + settings.name, store);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(settings.timeout);
-  const std::string step = str_cat("connecting group '", settings.name, "' over ", choice.why);
-  const FailureSite site{rank, -1, step};
-  try {
-    GlooStore gloo_store(mesh.store);
-    context->connectFullMesh(gloo_store, choice.device);
-    publish_peer_addresses(*mesh.store, *context);
-  } catch (const Error& e) {
-    // The store's own error: a rank that never arrived (the message names the keys).
-    throw TimeoutError(str_cat(prefix, step, ": ", e.what()), site);
-  } catch (const std::exception& e) {
-    throw PeerLostError(
-        str_cat(prefix, step, " failed: ", e.what(), "; check that every rank can reach this address (firewall, ",
-                "RINGTORCH_SOCKET_IFNAME), or ", kRaiseTimeoutHint),
-        site);
-  }
+  connecting(rank, str_cat("connecting group '", settings.name, "' over ", choice.why), prefix,
+             "check that every rank can reach this address (firewall, RINGTORCH_SOCKET_IFNAME)", [&] {
+               GlooStore gloo_store(mesh.store);
+               context->connectFullMesh(gloo_store, choice.device);
+               publish_peer_addresses(*mesh.store, *context);
+             });
   mesh.context = std::move(context);
   mesh.device = std::move(choice.device);
   return mesh;
@@ -119,9 +128,11 @@ void creation_allreduce(const GroupMesh& mesh, int32_t* values, size_t count, Re
 
 GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix) {
   GroupAgreement agreement;
+  const std::optional<size_t> forced_pieces =
+      settings.allreduce_piece_bytes ? std::optional<size_t>(std::max<size_t>(1, *settings.allreduce_piece_bytes))
+                                     : std::nullopt;
   if (mesh.context->size == 1) {
-    if (settings.allreduce_piece_bytes)
-      agreement.allreduce_piece_bytes = std::max<size_t>(1, *settings.allreduce_piece_bytes);
+    agreement.allreduce_piece_bytes = forced_pieces.value_or(SIZE_MAX);
     return agreement;
   }
   // Pieces (chunk_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
@@ -135,11 +146,7 @@ GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settin
   int32_t any[2] = {this_process_has_cuda ? 1 : 0, declines_lane ? 1 : 0};
   creation_allreduce(mesh, any, 2, ReduceOp::kMax, settings, prefix,
                      "agreeing whether any rank has a GPU or declines a synchronous lane");
-  if (settings.allreduce_piece_bytes) {
-    agreement.allreduce_piece_bytes = std::max<size_t>(1, *settings.allreduce_piece_bytes);
-  } else {
-    agreement.allreduce_piece_bytes = any[0] ? kAllreduceChunkBytes : SIZE_MAX;
-  }
+  agreement.allreduce_piece_bytes = forced_pieces.value_or(any[0] ? kAllreduceChunkBytes : SIZE_MAX);
   agreement.sync_lane = any[1] == 0;
   return agreement;
 }
@@ -147,18 +154,12 @@ GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settin
 std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSettings& settings,
                                        const std::string& prefix) {
   const int rank = mesh.context->rank, size = mesh.context->size;
-  const std::string step = str_cat("connecting the synchronous lane of group '", settings.name, "'");
   std::unique_ptr<SyncLane> lane;
-  try {
-    lane = SyncLane::connect(c10::make_intrusive<c10d::PrefixStore>("sync", mesh.store), rank, size, mesh.device,
-                             settings.timeout);
-  } catch (const Error& e) {
-    throw TimeoutError(str_cat(prefix, step, ": ", e.what()), FailureSite{rank, -1, step});
-  } catch (const std::exception& e) {
-    throw PeerLostError(str_cat(prefix, step, " failed: ", e.what(),
-                                "; set RINGTORCH_SYNC_PAIRS=0 to go without it, or ", kRaiseTimeoutHint),
-                        FailureSite{rank, -1, step});
-  }
+  connecting(rank, str_cat("connecting the synchronous lane of group '", settings.name, "'"), prefix,
+             "set RINGTORCH_SYNC_PAIRS=0 to go without it", [&] {
+               lane = SyncLane::connect(c10::make_intrusive<c10d::PrefixStore>("sync", mesh.store), rank, size,
+                                        mesh.device, settings.timeout);
+             });
   // A write from one rank to another must fit both ends' buffers: the group's smallest decide.
   auto as_int = [](size_t bytes) { return static_cast<int32_t>(std::min<size_t>(bytes, INT32_MAX)); };
   int32_t smallest[2] = {as_int(lane->send_buffer_bytes()), as_int(lane->receive_buffer_bytes())};

@@ -101,7 +101,6 @@ std::unique_ptr<SyncLane> SyncLane::connect(const c10::intrusive_ptr<c10d::Store
   lane->receive_.resize(static_cast<size_t>(size));
   lane->sockets_.assign(static_cast<size_t>(size), -1);
   lane->send_buffer_bytes_ = lane->receive_buffer_bytes_ = SIZE_MAX;
-  std::map<std::string, int> sockets;  // found once every pair has switched to synchronous mode
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
     auto& pair = lane->context_->getPair(peer);
@@ -109,9 +108,9 @@ std::unique_ptr<SyncLane> SyncLane::connect(const c10::intrusive_ptr<c10d::Store
     lane->receive_[peer] = pair->createRecvBuffer(kSyncLaneSlot, lane->incoming(peer), kCapacity);
     lane->send_[peer] = pair->createSendBuffer(kSyncLaneSlot, lane->outgoing(), kCapacity);
   }
+  const std::map<std::string, int> sockets = tcp_sockets();  // every pair is connected by now
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    if (sockets.empty()) sockets = tcp_sockets();
     const auto found =
         sockets.find(lane->context_->getPair(peer)->address().str() + " " + published_peer_address(*store, peer, rank));
     const std::pair<size_t, size_t> buffers =
