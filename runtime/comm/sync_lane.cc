@@ -39,7 +39,8 @@ std::string socket_address(int fd, bool far_end) {
 
 // Gloo's TCP pair keeps its socket to itself (and Debian's Gloo does not ship the header that
 // declares the pair). A connected socket is named by its two addresses, so this process' TCP
-// sockets by "<near end> <far end>" find each pair's; one pass over /proc/self/fd.
+// sockets by "<near end> <far end>" find each pair's; one pass over /proc/self/fd. Other threads'
+// descriptors are read too (tests/tsan_suppressions.txt says why that is safe).
 std::map<std::string, int> tcp_sockets() {
   std::map<std::string, int> sockets;
   DIR* directory = ::opendir("/proc/self/fd");
