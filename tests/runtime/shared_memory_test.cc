@@ -103,6 +103,36 @@ TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
   EXPECT_NE(paths[0].find("hierarchical: 2 hosts x 2 ranks"), std::string::npos) << paths[0];
 }
 
+// The ranks that arrive first at an all-reduce wait long enough to fall asleep, and the last one
+// reduces their slices too (local_collectives.h): whoever reduces a slice, it sums the slots in
+// local-rank order, so every rank gets ((x0 + x1) + x2) bit for bit. Each call another rank comes
+// late; the large call spans two chunks.
+TEST(SharedMemory, TheLastRankToArriveReducesTheSlicesOfRanksStillAsleep) {
+  const int n = 3;
+  const std::vector<int64_t> sizes = {1, 1000, 5'000'003};
+  std::vector<std::vector<at::Tensor>> inputs(n), outputs(n);
+  for (int r = 0; r < n; ++r) {
+    auto generator = at::detail::createCPUGenerator(200 + r);
+    for (int64_t size : sizes) inputs[r].push_back(at::randn({size}, generator));
+  }
+  on_ranks(n, true, {}, [&](ProcessGroup& g) {
+    const int r = g.rank();
+    for (int round = 0; round < 2 * n; ++round) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (round % n == r) std::this_thread::sleep_for(milliseconds(30));  // the others fall asleep
+        at::Tensor t = inputs[r][i].clone();
+        g.allreduce(t);
+        if (round == 2 * n - 1) outputs[r].push_back(t);
+      }
+    }
+  });
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const at::Tensor expected = (inputs[0][i] + inputs[1][i]) + inputs[2][i];
+    for (int r = 0; r < n; ++r)
+      EXPECT_TRUE(at::equal(outputs[r][i], expected)) << "rank " << r << ", size " << sizes[i];
+  }
+}
+
 TEST(SharedMemory, MismatchedCountsFailOnEveryRankInsteadOfHanging) {
   std::vector<std::string> errors(2);
   std::vector<FailureSite> sites(2);
