@@ -103,11 +103,10 @@ TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
   EXPECT_NE(paths[0].find("hierarchical: 2 hosts x 2 ranks"), std::string::npos) << paths[0];
 }
 
-// The ranks that arrive first at an all-reduce wait long enough to fall asleep, and the last one
-// reduces their slices too (local_collectives.h): whoever reduces a slice, it sums the slots in
-// local-rank order, so every rank gets ((x0 + x1) + x2) bit for bit. Each call another rank comes
-// late; the large call spans two chunks.
-TEST(SharedMemory, TheLastRankToArriveReducesTheSlicesOfRanksStillAsleep) {
+// The ranks that arrive first at an all-reduce wait long enough to fall asleep on the futex;
+// every rank still gets ((x0 + x1) + x2) bit for bit. Each call another rank comes late; the
+// large call spans two chunks.
+TEST(SharedMemory, ARankThatArrivesWhileTheOthersSleepGetsTheSameBits) {
   const int n = 3;
   const std::vector<int64_t> sizes = {1, 1000, 5'000'003};
   std::vector<std::vector<at::Tensor>> inputs(n), outputs(n);
