@@ -104,12 +104,12 @@ TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
 }
 
 // The ranks that arrive first at an all-reduce wait long enough to fall asleep on the futex;
-// every rank still gets ((x0 + x1) + x2) bit for bit. Each call another rank comes late; the
-// large call spans two chunks.
+// every rank still gets ((x0 + x1) + x2) bit for bit. Each round another rank comes late to
+// every call; the large call spans five 4 MiB chunks.
 TEST(SharedMemory, ARankThatArrivesWhileTheOthersSleepGetsTheSameBits) {
   const int n = 3;
   const std::vector<int64_t> sizes = {1, 1000, 5'000'003};
-  std::vector<std::vector<at::Tensor>> inputs(n), outputs(n);
+  std::vector<std::vector<at::Tensor>> inputs(n), outputs(n);  // outputs[r]: per round, per size
   for (int r = 0; r < n; ++r) {
     auto generator = at::detail::createCPUGenerator(200 + r);
     for (int64_t size : sizes) inputs[r].push_back(at::randn({size}, generator));
@@ -121,14 +121,18 @@ TEST(SharedMemory, ARankThatArrivesWhileTheOthersSleepGetsTheSameBits) {
         if (round % n == r) std::this_thread::sleep_for(milliseconds(30));  // the others fall asleep
         at::Tensor t = inputs[r][i].clone();
         g.allreduce(t);
-        if (round == 2 * n - 1) outputs[r].push_back(t);
+        outputs[r].push_back(t);
       }
     }
   });
   for (size_t i = 0; i < sizes.size(); ++i) {
     const at::Tensor expected = (inputs[0][i] + inputs[1][i]) + inputs[2][i];
-    for (int r = 0; r < n; ++r)
-      EXPECT_TRUE(at::equal(outputs[r][i], expected)) << "rank " << r << ", size " << sizes[i];
+    for (int r = 0; r < n; ++r) {
+      for (int round = 0; round < 2 * n; ++round) {
+        EXPECT_TRUE(at::equal(outputs[r][round * sizes.size() + i], expected))
+            << "rank " << r << ", round " << round << ", size " << sizes[i];
+      }
+    }
   }
 }
 
