@@ -28,13 +28,20 @@ constexpr std::chrono::milliseconds kLivenessInterval(100);
 
 struct alignas(64) RankState {
   std::atomic<uint32_t> arrived;  // barriers this rank has arrived at
+  std::atomic<uint32_t> asleep;   // 1 while inside a futex wait: its all-reduce slices are up for grabs
   int32_t pid;
   // The calls this rank made on the segment, by the parity of their number ([0]: the number,
   // then the signature's words), each written before arriving at the call's first barrier. Two
   // copies, because a one-barrier call (barrier()) lets this rank publish its next call while a
   // peer still compares this one: that peer reads the other copy.
   int64_t calls[2][1 + CallSignature::kWords];
+  // Slice r of each all-reduce chunk without a cross-host step: the last chunk whose slice r
+  // some rank claimed, as chunk number * kRanksPerClaim + the claiming local rank (one word,
+  // so that the claimer is known with the claim), and the last chunk whose slice r is reduced.
+  std::atomic<uint64_t> slice_claimed;
+  std::atomic<uint64_t> slice_done;
 };
+constexpr uint64_t kRanksPerClaim = 1 << 16;  // more local ranks than any host has
 
 struct alignas(64) Header {
   std::atomic<uint64_t> magic;  // written last (release): a reader that sees it sees the rest
@@ -46,6 +53,7 @@ struct alignas(64) Header {
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the slice words are shared between processes");
 
 size_t data_offset(int local_size) {
   const size_t end = sizeof(Header) + sizeof(RankState) * static_cast<size_t>(local_size);
@@ -102,7 +110,10 @@ void LocalCollectives::initialise(void* segment, int local_size, size_t slot_byt
   for (int r = 0; r < local_size; ++r) {
     RankState* s = new (rank_state(segment, r)) RankState();
     s->arrived.store(0);
+    s->asleep.store(0);
     s->pid = 0;
+    s->slice_claimed.store(0);
+    s->slice_done.store(0);
   }
   h->nonce = nonce;
   h->magic.store(kMagic, std::memory_order_release);
@@ -132,7 +143,6 @@ uint8_t* LocalCollectives::result_area(uint64_t parity) const {
 
 void LocalCollectives::meet(Deadline deadline, const CallSignature* call) {
   void* base = segment_.data();
-  Header* h = header(base);
   RankState* me = rank_state(base, local_rank_);
   if (call) {
     ++calls_;
@@ -143,51 +153,65 @@ void LocalCollectives::meet(Deadline deadline, const CallSignature* call) {
   }
   const uint32_t target = ++barriers_;
   me->arrived.store(target);  // seq_cst: the slot's data and `call` are visible to whoever sees it
-  h->bell.fetch_add(1);
-  if (h->sleepers.load() > 0) futex(&h->bell, FUTEX_WAKE, INT_MAX, nullptr);
+  ring_bell();
 
   const int n = local_size();
-  auto all_arrived = [&] {
-    for (int r = 0; r < n; ++r) {
-      if (!reached(rank_state(base, r)->arrived.load(), target)) return false;
-    }
-    return true;
-  };
+  wait_until(
+      [&] {
+        for (int r = 0; r < n; ++r) {
+          if (!reached(rank_state(base, r)->arrived.load(), target)) return false;
+        }
+        return true;
+      },
+      deadline, [&](int r) { return !reached(rank_state(base, r)->arrived.load(), target); }, "arriving");
+  if (call) check_calls_agree(*call);
+}
+
+template <typename Done, typename WaitedFor>
+void LocalCollectives::wait_until(const Done& done, Deadline deadline, const WaitedFor& waited_for, const char* what) {
   for (int i = 0; i < kSpinRounds; ++i) {
-    if (all_arrived()) {
-      if (call) check_calls_agree(*call);
-      return;
-    }
+    if (done()) return;
     cpu_relax();
   }
+  Header* h = header(segment_.data());
+  std::atomic<uint32_t>& asleep = rank_state(segment_.data(), local_rank_)->asleep;
   auto last_liveness_check = std::chrono::steady_clock::now();
   while (true) {
     h->sleepers.fetch_add(1);
+    asleep.store(1);
     const uint32_t bell = h->bell.load();
-    if (all_arrived()) {
+    if (done()) {
+      asleep.store(0);
       h->sleepers.fetch_sub(1);
-      break;
+      return;
     }
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
+      asleep.store(0);
       h->sleepers.fetch_sub(1);
-      fail_waiting(target, /*timed_out=*/true, timeout_);
+      fail_waiting(waited_for, what, /*timed_out=*/true, timeout_);
     }
     const auto slice = std::min<std::chrono::nanoseconds>(kSleepSlice, deadline - now);
     timespec ts{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
     futex(&h->bell, FUTEX_WAIT, bell, &ts);
+    asleep.store(0);
     h->sleepers.fetch_sub(1);
-    if (all_arrived()) break;
+    if (done()) return;
     if (std::chrono::steady_clock::now() - last_liveness_check >= kLivenessInterval) {
       last_liveness_check = std::chrono::steady_clock::now();
-      for (int r = 0; r < n; ++r) {
-        if (!reached(rank_state(base, r)->arrived.load(), target) && process_gone(rank_state(base, r)->pid)) {
-          fail_waiting(target, /*timed_out=*/false, timeout_);
+      for (int r = 0; r < local_size(); ++r) {
+        if (waited_for(r) && process_gone(rank_state(segment_.data(), r)->pid)) {
+          fail_waiting(waited_for, what, /*timed_out=*/false, timeout_);
         }
       }
     }
   }
-  if (call) check_calls_agree(*call);
+}
+
+void LocalCollectives::ring_bell() {
+  Header* h = header(segment_.data());
+  h->bell.fetch_add(1);
+  if (h->sleepers.load() > 0) futex(&h->bell, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
 void LocalCollectives::check_calls_agree(const CallSignature& mine) {
@@ -210,16 +234,17 @@ void LocalCollectives::check_calls_agree(const CallSignature& mine) {
   }
 }
 
-void LocalCollectives::fail_waiting(uint32_t target, bool timed_out, std::chrono::milliseconds timeout) {
+void LocalCollectives::fail_waiting(const std::function<bool(int)>& waited_for, const char* what, bool timed_out,
+                                    std::chrono::milliseconds timeout) {
   std::string missing;
   int blamed = -1, count = 0;
   for (int r = 0; r < local_size(); ++r) {
+    if (!waited_for(r)) continue;
     const RankState* s = rank_state(segment_.data(), r);
-    if (reached(s->arrived.load(), target)) continue;
     const bool gone = process_gone(s->pid);
     if (timed_out || gone) {
       missing += str_cat(missing.empty() ? "" : ", ", "peer rank ", global_ranks_[r], " (pid ", s->pid,
-                         gone ? ", exited" : ", alive but not arriving", ")");
+                         gone ? ", exited" : str_cat(", alive but not ", what), ")");
       blamed = global_ranks_[r];
       ++count;
     }
@@ -255,25 +280,76 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
     copy_bytes(slot(local_rank_), mine, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
-    // My slice of the chunk, reduced over the slots in local-rank order.
-    const size_t begin = elements * local_rank_ / n, end = elements * (local_rank_ + 1) / n;
-    uint8_t* result = result_area(chunks_++);
-    const size_t offset = begin * element_size;
-    if (end > begin) {
+    uint8_t* result = result_area(chunks_);
+    const uint64_t chunk = ++chunks_;  // the same number on every rank
+    // Slice s of the chunk, reduced over the slots in local-rank order (whoever reduces it).
+    auto reduce_slice = [&](int s) {
+      const size_t begin = elements * s / n, end = elements * (s + 1) / n;
+      const size_t offset = begin * element_size;
+      if (end == begin) return;
       if (n == 1) {
         copy_bytes(result + offset, slot(0) + offset, (end - begin) * element_size);
       } else {
         reduce(result + offset, slot(0) + offset, slot(1) + offset, end - begin);
         for (int r = 2; r < n; ++r) reduce(result + offset, result + offset, slot(r) + offset, end - begin);
       }
-      if (cross_host) cross_host(result + offset, end - begin);
-    } else if (cross_host) {
-      cross_host(result + offset, 0);
+    };
+    if (cross_host) {
+      // Slice r crosses hosts in local rank r's own subgroup: only rank r can take it.
+      reduce_slice(local_rank_);
+      const size_t begin = elements * local_rank_ / n, end = elements * (local_rank_ + 1) / n;
+      cross_host(result + begin * element_size, end - begin);
+      meet(deadline);
+    } else {
+      reduce_claimed_slices(chunk, reduce_slice, deadline);
     }
-    meet(deadline);
     copy_bytes(mine, result, length);
     if (count == 0) break;
   }
+}
+
+bool LocalCollectives::claim_slice(int s, uint64_t chunk) {
+  std::atomic<uint64_t>& claimed = rank_state(segment_.data(), s)->slice_claimed;
+  uint64_t seen = claimed.load();
+  while (seen / kRanksPerClaim < chunk) {
+    if (claimed.compare_exchange_weak(seen, chunk * kRanksPerClaim + static_cast<uint64_t>(local_rank_))) return true;
+  }
+  return false;
+}
+
+template <typename ReduceSlice>
+void LocalCollectives::reduce_claimed_slices(uint64_t chunk, const ReduceSlice& reduce_slice, Deadline deadline) {
+  const int n = local_size();
+  void* base = segment_.data();
+  for (int i = 0; i < n; ++i) {
+    const int s = (local_rank_ + i) % n;  // its own first, then those of ranks asleep
+    if (s != local_rank_ && rank_state(base, s)->asleep.load() == 0) continue;
+    if (!claim_slice(s, chunk)) continue;
+    reduce_slice(s);
+    rank_state(base, s)->slice_done.store(chunk);  // seq_cst: the result is visible to whoever sees it
+    ring_bell();
+  }
+  auto slice_pending = [&](int s) { return rank_state(base, s)->slice_done.load() < chunk; };
+  wait_until(
+      [&] {
+        for (int s = 0; s < n; ++s) {
+          if (slice_pending(s)) return false;
+        }
+        return true;
+      },
+      deadline,
+      [&](int r) {
+        for (int s = 0; s < n; ++s) {
+          if (!slice_pending(s)) continue;
+          // Claimed for this chunk: the claimer owes it. Not yet: its owner, who always
+          // claims its own slice (a rank that died or timed out before that never will).
+          const uint64_t claimed = rank_state(base, s)->slice_claimed.load();
+          const uint64_t owes = claimed / kRanksPerClaim >= chunk ? claimed % kRanksPerClaim : static_cast<uint64_t>(s);
+          if (owes == static_cast<uint64_t>(r)) return true;
+        }
+        return false;
+      },
+      "done with its part of the reduction");
 }
 
 void LocalCollectives::broadcast(void* data, size_t bytes, int root, const CallSignature& call,

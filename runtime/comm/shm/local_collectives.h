@@ -2,13 +2,19 @@
 // without sockets: each rank copies its input into its own slot, the ranks meet at a barrier,
 // and each reads the others' slots directly.
 //
-// allreduce, per chunk of at most slot_bytes: (1) copy in, barrier; (2) rank r reduces slice r
-// of the chunk over all slots in local-rank order 0, 1, ..., n-1 (so every rank gets the same
-// bits, and integer results equal any other order's) into one of two result areas, barrier;
-// (3) everyone copies the whole chunk out. The result areas alternate between chunks, so the
-// next chunk's step (2) cannot overwrite what a slower rank is still copying out: two barriers
-// per chunk. Between (2) and (3) a callback may replace the slice (the cross-host step of the
-// hierarchical all-reduce). broadcast, allgather and reduce_scatter use the same slots.
+// allreduce, per chunk of at most slot_bytes: (1) copy in, barrier; (2) the chunk's n slices
+// are reduced, each over all slots in local-rank order 0, 1, ..., n-1 (so every rank gets the
+// same bits, and integer results equal any other order's, whoever reduces it) into one of two
+// result areas; (3) everyone copies the whole chunk out once every slice is done. In (2) each
+// rank claims its own slice, then the unclaimed slices of ranks asleep: a rank that waited at
+// the barrier long enough to fall asleep (DDP's early rank, every step) is woken only now, which
+// takes tens to hundreds of microseconds on a VM, and the rank that arrived last does its slice
+// instead of waiting for it (ranks awake are left their own: reaching for their slices costs
+// the small calls a cache line each). With a cross-host step (the hierarchical all-reduce: a callback
+// replaces rank r's slice with its all-reduce across hosts, between (2) and (3)) rank r reduces
+// slice r itself and a second barrier ends (2). The result areas alternate between chunks, so
+// the next chunk's step (2) cannot overwrite what a slower rank is still copying out.
+// broadcast, allgather and reduce_scatter use the same slots.
 //
 // Waiting: a barrier spins briefly, then sleeps on a futex in the segment, so a slow peer does
 // not burn a core. Every wait honours the call's timeout and checks, every 100 ms, whether the
@@ -76,8 +82,21 @@ class LocalCollectives {
   // Arrives at the next barrier and waits for every local rank; `call` (when given) is
   // published before arriving and compared with the others' after.
   void meet(Deadline deadline, const CallSignature* call = nullptr);
+  // Spins briefly, then sleeps on the segment's bell until `done`; past the deadline, or when a
+  // rank `waited_for` is gone, fails naming those ranks as "alive but not <what>" / exited.
+  // (Templates, defined in the .cc that alone calls them: a std::function here would allocate
+  // on every call of the small-message path.)
+  template <typename Done, typename WaitedFor>
+  void wait_until(const Done& done, Deadline deadline, const WaitedFor& waited_for, const char* what);
+  void ring_bell();  // wakes every sleeper: something they may wait for changed
+  // All-reduce step (2) without a cross-host step: claims and reduces slices (the rank's own
+  // first), then waits until every slice of all-reduce chunk number `chunk` is done.
+  template <typename ReduceSlice>
+  void reduce_claimed_slices(uint64_t chunk, const ReduceSlice& reduce_slice, Deadline deadline);
+  bool claim_slice(int slice, uint64_t chunk);  // true: this rank is the one to reduce it
   void check_calls_agree(const CallSignature& mine);
-  [[noreturn]] void fail_waiting(uint32_t target, bool timed_out, std::chrono::milliseconds timeout);
+  [[noreturn]] void fail_waiting(const std::function<bool(int)>& waited_for, const char* what, bool timed_out,
+                                 std::chrono::milliseconds timeout);
   uint8_t* slot(int local_rank) const;
   uint8_t* result_area(uint64_t parity) const;
 
@@ -86,7 +105,7 @@ class LocalCollectives {
   const std::vector<int> global_ranks_;
   const size_t slot_bytes_;
   uint32_t barriers_ = 0;                 // how many barriers this rank has arrived at
-  uint64_t chunks_ = 0;                   // all-reduce chunks so far: picks the result area
+  uint64_t chunks_ = 0;                   // all-reduce chunks so far: numbers them, picks the result area
   uint64_t calls_ = 0;                    // calls published so far (meet() with a call)
   std::chrono::milliseconds timeout_{0};  // the current call's, for messages
 };
