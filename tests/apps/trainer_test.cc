@@ -4,15 +4,20 @@
 #include "apps/trainer/trainer.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/rank_report.h"
 #include "base/error.h"
+#include "base/keep_freed_memory.h"
 #include "support/error_of.h"
 #include "support/thread_ranks.h"
 
@@ -105,6 +110,47 @@ TEST(Progress, LinesEveryLogIntervalAndAutoIsLinesOffATerminal) {
 
 // Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
 // device each: DataParallel's summed half-batch gradients are the full batch's.
+// Page faults of a round that allocates three 12 MiB blocks, writes them and frees them.
+long faults_of_a_round_of_large_blocks() {
+  constexpr size_t kBlock = size_t{12} << 20;
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  void* blocks[3];
+  for (void*& b : blocks) {
+    b = std::malloc(kBlock);
+    std::memset(b, 1, kBlock);
+    asm volatile("" : : "r"(b) : "memory");  // the writes happen: no allocation elided
+  }
+  for (void* b : blocks) std::free(b);
+  getrusage(RUSAGE_SELF, &after);
+  return after.ru_minflt - before.ru_minflt;
+}
+
+TEST(KeepFreedMemory, TheUsersOwnMallocSettingsWin) {
+  const char* names[] = {"RINGTORCH_KEEP_FREED_MEMORY", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "MALLOC_TOP_PAD_"};
+  for (const char* name : names) unsetenv(name);
+  setenv("RINGTORCH_KEEP_FREED_MEMORY", "0", 1);
+  EXPECT_FALSE(keep_freed_memory());
+  unsetenv("RINGTORCH_KEEP_FREED_MEMORY");
+  setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2", 1);
+  EXPECT_FALSE(keep_freed_memory());
+  unsetenv("GLIBC_TUNABLES");
+  setenv("MALLOC_ARENA_MAX", "2", 1);
+  EXPECT_FALSE(keep_freed_memory());
+  unsetenv("MALLOC_ARENA_MAX");
+}
+
+// glibc's defaults give 3 x 12 MiB back to the kernel on every round (measured: 9184-9222 faults
+// each round, 3072 pages per block); kept, the pages are faulted in once.
+TEST(KeepFreedMemory, LaterRoundsReuseThePagesOfEarlierOnes) {
+  unsetenv("RINGTORCH_KEEP_FREED_MEMORY");
+  unsetenv("GLIBC_TUNABLES");
+  ASSERT_TRUE(keep_freed_memory());
+  faults_of_a_round_of_large_blocks();
+  const long pages = 3 * (12 << 20) / sysconf(_SC_PAGESIZE);
+  for (int round = 0; round < 3; ++round) EXPECT_LT(faults_of_a_round_of_large_blocks(), pages / 20) << round;
+}
+
 TEST(RankReport, TheTableNamesTheSlowestRankAndHowLongOthersWaited) {
   RankTimes fast{/*compute=*/2.0, /*wait=*/1.5, /*loop=*/4.0, /*samples=*/1000};
   RankTimes slow{/*compute=*/3.5, /*wait=*/0.1, /*loop=*/4.0, /*samples=*/1000};

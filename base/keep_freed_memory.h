@@ -1,0 +1,32 @@
+// keep_freed_memory: freed memory stays in the process. LibTorch's CPU tensors come from
+// malloc, and glibc's defaults hand large blocks back to the kernel as soon as they are freed:
+// blocks above the mmap threshold (128 KiB at first, then the largest block freed, up to 32 MiB)
+// get a mapping of their own, unmapped on free, and the top of the heap is trimmed once more
+// than twice that threshold is free. The next step's tensors of the same sizes then fault their
+// pages in again one by one, and a page fault costs about 12 us on this project's VMs. Measured
+// (ringtrain, lenet, one rank, 2 epochs of 6400 images): 591k page faults and 9.4 s against 142k
+// and 4.0 s, most of it in the test evaluation's batches of 1000 (docs/training.md, "Memory the
+// process keeps"). Each setting alone made it worse: an explicit trim or mmap threshold turns
+// glibc's adaptive threshold off.
+//
+// The settings: blocks up to 32 MiB (glibc's largest mmap threshold) come from the heap, the heap
+// is trimmed only when 1 GiB at its top is free, and it grows by 64 MiB beyond what a request
+// needs. The process's resident memory is its peak working set plus at most that.
+//
+// Left alone where the user chose: GLIBC_TUNABLES naming any glibc.malloc setting, one of glibc's
+// MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_, MALLOC_TOP_PAD_, MALLOC_MMAP_MAX_,
+// MALLOC_ARENA_MAX, or RINGTORCH_KEEP_FREED_MEMORY=0.
+//
+// Example:
+//   const bool kept = ringtorch::keep_freed_memory();  // first thing in main(), before training
+//   std::printf("malloc keeps freed memory: %s\n", kept ? "yes" : "no (the environment chose)");
+//
+// Thread-safety: call before training, from one thread (mallopt changes process-wide settings).
+#pragma once
+
+namespace ringtorch {
+
+// Applies the settings above unless the environment says otherwise; returns whether it did.
+bool keep_freed_memory();
+
+}  // namespace ringtorch
