@@ -19,7 +19,6 @@
 #include "base/atomic_file.h"
 #include "base/batch_split.h"
 #include "base/error.h"
-#include "base/keep_freed_memory.h"
 #include "base/parse.h"
 #include "datasets/distributed_sampler.h"
 #include "datasets/image_dataset.h"
@@ -222,7 +221,6 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   validate(o);
   if (!o.timeline_path.empty()) Timeline::start();
   if (Timeline::enabled()) Timeline::name_this_thread("training loop");
-  keep_freed_memory();  // the next step's tensors reuse freed pages (base/keep_freed_memory.h)
   if (o.threads > 0) {
     torch::set_num_threads(o.threads);
     set_blas_threads(o.threads);  // OpenBLAS keeps its own pool (blas_threads.h)

@@ -1,6 +1,7 @@
 // The trainer's pieces that need no launcher: device selection (every rule, with pretend CUDA
-// device counts: the GPU itself cannot be tested here), the progress display, and train() with
-// DataParallel inside each rank (two CPU "devices") matching one device per rank.
+// device counts: the GPU itself cannot be tested here), the progress display, keep_freed_memory
+// (malloc settings), and train() with DataParallel inside each rank (two CPU "devices") matching
+// one device per rank.
 #include "apps/trainer/trainer.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
@@ -108,8 +113,6 @@ TEST(Progress, LinesEveryLogIntervalAndAutoIsLinesOffATerminal) {
   std::fclose(f);
 }
 
-// Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
-// device each: DataParallel's summed half-batch gradients are the full batch's.
 // Page faults of a round that allocates three 12 MiB blocks, writes them and frees them.
 long faults_of_a_round_of_large_blocks() {
   constexpr size_t kBlock = size_t{12} << 20;
@@ -126,25 +129,67 @@ long faults_of_a_round_of_large_blocks() {
   return after.ru_minflt - before.ru_minflt;
 }
 
+// Every variable keep_freed_memory() reads, unset while a test runs and restored after it.
+class MallocEnvironment {
+ public:
+  static constexpr const char* kNames[] = {"RINGTORCH_KEEP_FREED_MEMORY",
+                                           "GLIBC_TUNABLES",
+                                           "MALLOC_TRIM_THRESHOLD_",
+                                           "MALLOC_MMAP_THRESHOLD_",
+                                           "MALLOC_TOP_PAD_",
+                                           "MALLOC_MMAP_MAX_",
+                                           "MALLOC_ARENA_MAX"};
+  MallocEnvironment() {
+    for (const char* name : kNames) {
+      const char* value = std::getenv(name);
+      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
+      unsetenv(name);
+    }
+  }
+  ~MallocEnvironment() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+// The sanitizers' allocators replace glibc's malloc (ASan's mallopt does nothing and says so).
+bool sanitized_malloc() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 TEST(KeepFreedMemory, TheUsersOwnMallocSettingsWin) {
-  const char* names[] = {"RINGTORCH_KEEP_FREED_MEMORY", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "MALLOC_TOP_PAD_"};
-  for (const char* name : names) unsetenv(name);
-  setenv("RINGTORCH_KEEP_FREED_MEMORY", "0", 1);
-  EXPECT_FALSE(keep_freed_memory());
-  unsetenv("RINGTORCH_KEEP_FREED_MEMORY");
-  setenv("GLIBC_TUNABLES", "glibc.malloc.arena_max=2", 1);
-  EXPECT_FALSE(keep_freed_memory());
-  unsetenv("GLIBC_TUNABLES");
-  setenv("MALLOC_ARENA_MAX", "2", 1);
-  EXPECT_FALSE(keep_freed_memory());
-  unsetenv("MALLOC_ARENA_MAX");
+  MallocEnvironment environment;
+  const std::pair<const char*, const char*> choices[] = {{"RINGTORCH_KEEP_FREED_MEMORY", "0"},
+                                                         {"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"},
+                                                         {"MALLOC_TRIM_THRESHOLD_", "131072"},
+                                                         {"MALLOC_MMAP_THRESHOLD_", "131072"},
+                                                         {"MALLOC_TOP_PAD_", "0"},
+                                                         {"MALLOC_MMAP_MAX_", "65536"},
+                                                         {"MALLOC_ARENA_MAX", "2"}};
+  for (const auto& [name, value] : choices) {
+    setenv(name, value, 1);
+    EXPECT_FALSE(keep_freed_memory()) << name;
+    unsetenv(name);
+  }
 }
 
 // glibc's defaults give 3 x 12 MiB back to the kernel on every round (measured: 9184-9222 faults
 // each round, 3072 pages per block); kept, the pages are faulted in once.
 TEST(KeepFreedMemory, LaterRoundsReuseThePagesOfEarlierOnes) {
-  unsetenv("RINGTORCH_KEEP_FREED_MEMORY");
-  unsetenv("GLIBC_TUNABLES");
+  if (sanitized_malloc()) GTEST_SKIP() << "a sanitizer's allocator serves malloc here";
+  MallocEnvironment environment;
   ASSERT_TRUE(keep_freed_memory());
   faults_of_a_round_of_large_blocks();
   const long pages = 3 * (12 << 20) / sysconf(_SC_PAGESIZE);
@@ -171,6 +216,8 @@ TEST(RankReport, TheTableNamesTheSlowestRankAndHowLongOthersWaited) {
   EXPECT_NE(rank_times_json({fast}).find("\"comm_wait_s\":1.5"), std::string::npos) << rank_times_json({fast});
 }
 
+// Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
+// device each: DataParallel's summed half-batch gradients are the full batch's.
 TEST(Trainer, DataParallelInsideEachRankMatchesOneDevicePerRank) {
   auto run = [](std::vector<c10::Device> devices) {
     std::vector<TrainingReport> reports(2);
