@@ -13,6 +13,7 @@
 #include <fstream>
 #include <new>
 #include <thread>
+#include <utility>
 
 #include "base/error.h"
 
@@ -282,9 +283,11 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
     first = false;
     uint8_t* result = result_area(chunks_);
     const uint64_t chunk = ++chunks_;  // the same number on every rank
-    // Slice s of the chunk, reduced over the slots in local-rank order (whoever reduces it).
+    // Slice s of the chunk: elements [begin, end).
+    auto slice_bounds = [&](int s) { return std::make_pair(elements * s / n, elements * (s + 1) / n); };
+    // Slice s, reduced over the slots in local-rank order (whoever reduces it).
     auto reduce_slice = [&](int s) {
-      const size_t begin = elements * s / n, end = elements * (s + 1) / n;
+      const auto [begin, end] = slice_bounds(s);
       const size_t offset = begin * element_size;
       if (end == begin) return;
       if (n == 1) {
@@ -297,7 +300,7 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
     if (cross_host) {
       // Slice r crosses hosts in local rank r's own subgroup: only rank r can take it.
       reduce_slice(local_rank_);
-      const size_t begin = elements * local_rank_ / n, end = elements * (local_rank_ + 1) / n;
+      const auto [begin, end] = slice_bounds(local_rank_);
       cross_host(result + begin * element_size, end - begin);
       meet(deadline);
     } else {
