@@ -129,18 +129,22 @@ long faults_of_a_round_of_large_blocks() {
   return after.ru_minflt - before.ru_minflt;
 }
 
-// Every variable keep_freed_memory() reads, unset while a test runs and restored after it.
+// Every variable keep_freed_memory() reads, each with a value by which the user chooses their own
+// malloc settings (the header's list, written out again here on purpose: the test states it).
+constexpr std::pair<const char*, const char*> kUsersMallocChoices[] = {{"RINGTORCH_KEEP_FREED_MEMORY", "0"},
+                                                                       {"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"},
+                                                                       {"MALLOC_TRIM_THRESHOLD_", "131072"},
+                                                                       {"MALLOC_MMAP_THRESHOLD_", "131072"},
+                                                                       {"MALLOC_TOP_PAD_", "0"},
+                                                                       {"MALLOC_MMAP_MAX_", "65536"},
+                                                                       {"MALLOC_ARENA_MAX", "2"}};
+
+// Those variables, unset while a test runs and restored after it.
 class MallocEnvironment {
  public:
-  static constexpr const char* kNames[] = {"RINGTORCH_KEEP_FREED_MEMORY",
-                                           "GLIBC_TUNABLES",
-                                           "MALLOC_TRIM_THRESHOLD_",
-                                           "MALLOC_MMAP_THRESHOLD_",
-                                           "MALLOC_TOP_PAD_",
-                                           "MALLOC_MMAP_MAX_",
-                                           "MALLOC_ARENA_MAX"};
   MallocEnvironment() {
-    for (const char* name : kNames) {
+    for (const auto& choice : kUsersMallocChoices) {
+      const char* name = choice.first;
       const char* value = std::getenv(name);
       saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
       unsetenv(name);
@@ -171,14 +175,7 @@ bool sanitized_malloc() {
 
 TEST(KeepFreedMemory, TheUsersOwnMallocSettingsWin) {
   MallocEnvironment environment;
-  const std::pair<const char*, const char*> choices[] = {{"RINGTORCH_KEEP_FREED_MEMORY", "0"},
-                                                         {"GLIBC_TUNABLES", "glibc.malloc.arena_max=2"},
-                                                         {"MALLOC_TRIM_THRESHOLD_", "131072"},
-                                                         {"MALLOC_MMAP_THRESHOLD_", "131072"},
-                                                         {"MALLOC_TOP_PAD_", "0"},
-                                                         {"MALLOC_MMAP_MAX_", "65536"},
-                                                         {"MALLOC_ARENA_MAX", "2"}};
-  for (const auto& [name, value] : choices) {
+  for (const auto& [name, value] : kUsersMallocChoices) {
     setenv(name, value, 1);
     EXPECT_FALSE(keep_freed_memory()) << name;
     unsetenv(name);
