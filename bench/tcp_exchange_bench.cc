@@ -9,11 +9,19 @@
 // takes and reads what has arrived until both directions are done, so neither side blocks in a
 // write while the other's data waits unread (no deadlock at sizes above the socket buffers).
 //
+// Two connections, used in turn call by call, and the faster one's median is the floor: one with
+// the kernel's own send buffer sizing (autotuned up to net.ipv4.tcp_wmem's maximum), and one whose
+// send buffer is set to kSmallSendBuffer. On a 2-core VM the small buffer exchanged 8 MiB in
+// 5.0-5.8 ms against 7.2-9.1 ms (3 alternating rounds; docs/benchmarks.md, "The wire's floor,
+// measured two ways"), while ringtorch's all-reduce moved 16 MiB each way faster than two of the
+// autotuned exchanges: a floor from one sizing alone was no floor.
+//
 //   RANK=0|1 MASTER_ADDR=HOST MASTER_PORT=PORT tcp_exchange_bench [--sizes 4,32768,...]
 //       [--iters N] [--warmup N] [--timeout SECONDS]
 // Rank 0 listens on MASTER_ADDR:MASTER_PORT, rank 1 connects (retrying until the timeout).
 // Rank 0 prints one JSON line per size: {"impl":"tcp exchange","op":"exchange","bytes":S,
-// "median_us":...,"min_us":...,"iters":N,"world_size":2}. Exit 1 with a message naming the
+// "median_us":...,"min_us":...,"autotuned_median_us":...,"small_buffer_median_us":...,"iters":N,
+// "world_size":2}, median_us and min_us being the faster connection's. Exit 1 with a message naming the
 // peer and the step on any failure (a refused or timed-out connection, a peer that closed).
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -38,6 +46,10 @@
 #include "bench/byte_sizes.h"
 
 namespace {
+
+// What a program requests with SO_SNDBUF (the kernel doubles it): Linux's default
+// net.core.wmem_default, and the smallest of the sizes tried that was fastest at 8 MiB.
+constexpr int kSmallSendBuffer = 212992;
 
 using Clock = std::chrono::steady_clock;
 
@@ -67,39 +79,49 @@ sockaddr_in resolve(const std::string& host, int port) {
   return address;
 }
 
-int connect_pair(int rank, const std::string& host, int port, Clock::time_point deadline) {
+// The pair's `count` connections, in the same order on both sides: rank 0 keeps listening until
+// it has accepted all of them (a connection queued on a listener that closes would be reset),
+// rank 1 connects them one after another.
+std::vector<int> connect_pair(int rank, const std::string& host, int port, int count, Clock::time_point deadline) {
   const sockaddr_in address = resolve(host, port);
   const std::string where = host + ":" + std::to_string(port);
-  int fd = -1;
+  std::vector<int> fds;
+  int listener = -1;
   if (rank == 0) {
-    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    listener = ::socket(AF_INET, SOCK_STREAM, 0);
     const int one = 1;
     ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0 ||
-        ::listen(listener, 1) != 0) {
+        ::listen(listener, count) != 0) {
       fail("rank 0 cannot listen on " + where + ": " + std::strerror(errno));
     }
-    pollfd p{listener, POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) != 1) {
-      fail("rank 0: rank 1 did not connect to " + where + " within the timeout (--timeout)");
-    }
-    fd = ::accept(listener, nullptr, nullptr);
-    ::close(listener);
-  } else {
-    while (true) {
-      fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) break;
-      ::close(fd);
-      if (Clock::now() >= deadline) fail("rank 1 cannot connect to rank 0 at " + where + " (--timeout)");
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
   }
-  if (fd < 0) fail("accept on " + where + ": " + std::strerror(errno));
-  const int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-  return fd;
+  while (static_cast<int>(fds.size()) < count) {
+    int fd = -1;
+    if (rank == 0) {
+      pollfd p{listener, POLLIN, 0};
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (::poll(&p, 1, static_cast<int>(std::max<int64_t>(left, 0))) != 1) {
+        fail("rank 0: rank 1 did not connect to " + where + " within the timeout (--timeout)");
+      }
+      fd = ::accept(listener, nullptr, nullptr);
+      if (fd < 0) fail("accept on " + where + ": " + std::strerror(errno));
+    } else {
+      while (true) {
+        fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0) break;
+        ::close(fd);
+        if (Clock::now() >= deadline) fail("rank 1 cannot connect to rank 0 at " + where + " (--timeout)");
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+    const int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fds.push_back(fd);
+  }
+  if (listener >= 0) ::close(listener);
+  return fds;
 }
 
 // One simultaneous exchange of `bytes` each way.
@@ -130,6 +152,11 @@ void exchange(int fd, const char* out, char* in, size_t bytes, int peer, Clock::
   }
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,29 +185,36 @@ int main(int argc, char** argv) {
   const std::string host = env_or_fail("MASTER_ADDR");
   const int port = std::atoi(env_or_fail("MASTER_PORT").c_str());
   const auto timeout = std::chrono::seconds(timeout_s);
-  const int fd = connect_pair(rank, host, port, Clock::now() + timeout);
+  const std::vector<int> fds = connect_pair(rank, host, port, 2, Clock::now() + timeout);
+  if (::setsockopt(fds[1], SOL_SOCKET, SO_SNDBUF, &kSmallSendBuffer, sizeof(kSmallSendBuffer)) != 0) {
+    fail(std::string("setting SO_SNDBUF: ") + std::strerror(errno));
+  }
   const int peer = 1 - rank;
   const size_t largest = *std::max_element(sizes.begin(), sizes.end());
   std::vector<char> out(largest, static_cast<char>(rank + 1)), in(largest);
   for (const size_t bytes : sizes) {
-    std::vector<double> us;
+    std::vector<double> us[2];  // per connection; both sides take them in the same turn
     for (int i = 0; i < warmup + iters; ++i) {
-      const auto start = Clock::now();
-      exchange(fd, out.data(), in.data(), bytes, peer, start + timeout);
-      if (i >= warmup) us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      for (int way = 0; way < 2; ++way) {
+        const auto start = Clock::now();
+        exchange(fds[way], out.data(), in.data(), bytes, peer, start + timeout);
+        if (i >= warmup) us[way].push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+      }
+      if (in[0] != static_cast<char>(peer + 1) || in[bytes - 1] != static_cast<char>(peer + 1)) {
+        fail("received bytes that rank " + std::to_string(peer) + " did not send");
+      }
     }
-    if (in[0] != static_cast<char>(peer + 1) || in[bytes - 1] != static_cast<char>(peer + 1)) {
-      fail("received bytes that rank " + std::to_string(peer) + " did not send");
-    }
-    std::sort(us.begin(), us.end());
+    const double autotuned = median(us[0]), small_buffer = median(us[1]);
+    const std::vector<double>& faster = autotuned <= small_buffer ? us[0] : us[1];
     if (rank == 0) {
       std::printf(
           "{\"impl\":\"tcp exchange\",\"op\":\"exchange\",\"bytes\":%zu,\"median_us\":%.3f,\"min_us\":%.3f,"
-          "\"iters\":%d,\"world_size\":2}\n",
-          bytes, us[us.size() / 2], us.front(), iters);
+          "\"autotuned_median_us\":%.3f,\"small_buffer_median_us\":%.3f,\"iters\":%d,\"world_size\":2}\n",
+          bytes, std::min(autotuned, small_buffer), *std::min_element(faster.begin(), faster.end()), autotuned,
+          small_buffer, iters);
       std::fflush(stdout);
     }
   }
-  ::close(fd);
+  for (const int fd : fds) ::close(fd);
   return 0;
 }

@@ -17,6 +17,8 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 assert [r["bytes"] for r in rows] == [4, 65536, 16777216], rows
 assert all(r["impl"] == "tcp exchange" and r["median_us"] > 0 and r["min_us"] <= r["median_us"] for r in rows), rows
+# The floor is the faster of the two connections' medians (autotuned and small send buffer).
+assert all(r["median_us"] == min(r["autotuned_median_us"], r["small_buffer_median_us"]) for r in rows), rows
 print("tcp_exchange_bench: %d sizes, 4 B in %.1f us" % (len(rows), rows[0]["median_us"]))
 PY
 if msg=$(RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bench" --timeout 1 2>&1); then
