@@ -71,7 +71,11 @@ class ProcessGroup::CrossHostSubgroup : public CrossHostLink {
 };
 
 ProcessGroup::ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout)
-    : rank_(rank), size_(size), name_(std::move(name)), timeout_(timeout) {}
+    : rank_(rank),
+      size_(size),
+      context_prefix_(str_cat("[rank ", rank, "/", size, "] ")),
+      name_(std::move(name)),
+      timeout_(timeout) {}
 
 ProcessGroup::~ProcessGroup() { shutdown(); }
 
@@ -323,8 +327,6 @@ Operation ProcessGroup::begin(OpType op, Timeout timeout) const {
   operation.label = ScopedOperationLabel::current();
   return operation;
 }
-
-std::string ProcessGroup::context_prefix() const { return str_cat("[rank ", rank_, "/", size_, "] "); }
 
 void ProcessGroup::check_member(OpType op) const {
   if (!member_) {

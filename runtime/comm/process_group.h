@@ -198,7 +198,8 @@ class ProcessGroup {
   // k of Note [Point-to-point header]: this rank's sends (or recvs) to (from) `peer` on `tag` so far.
   uint32_t next_point_to_point_number(bool sending, int peer, uint32_t tag);
 
-  std::string context_prefix() const;  // "[rank 0/2] "
+  // "[rank 0/2] ", made once: every call passes it to its checks.
+  const std::string& context_prefix() const { return context_prefix_; }
   // The flight recorder's name for the same-host path: "hierarchical" or "shared memory".
   const char* same_host_path_name() const { return cross_host_ ? "hierarchical" : "shared memory"; }
   void check_member(OpType op) const;
@@ -210,6 +211,7 @@ class ProcessGroup {
   // Constant after construction.
   const int rank_;
   const int size_;
+  const std::string context_prefix_;
   const std::string name_;
   const std::chrono::milliseconds timeout_;
   // Constant after create().

@@ -1,21 +1,67 @@
-// The process group's tables: operation names, call signatures, the tag space, the reduction
-// kernels, the one reader of Gloo's exception text (one case per message shape of the Gloo
+// The process group's tables: operation names, the call descriptions' text (str_cat, human_bytes), call signatures, the
+// tag space, the reduction kernels, the one reader of Gloo's exception text (one case per message shape of the Gloo
 // ringtorch links) and the address directory that turns its address into a rank.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/str_cat.h"
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/op_type.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/tag_space.h"
+#include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
 namespace {
+
+// human_bytes formats without printf; it must print what printf's "%.1f" printed, ties included
+// (1280 B is 1.25 KiB: "1.2", as printf rounds the exact binary value to even).
+TEST(HumanBytes, PrintsWhatPrintfPrinted) {
+  auto printf_version = [](int64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024 && u < 3) v /= 1024, ++u;
+    char text[32];
+    std::snprintf(text, sizeof(text), u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
+    return std::string(text);
+  };
+  std::vector<int64_t> sizes = {
+      0, 1, 4, 1023, 1024, 1075, 1280, 1331, 1792, 1023 * 1024, 1048575, 16 << 20, (int64_t{1} << 40) * 5 + 3};
+  for (int64_t b = 1; b < (int64_t{1} << 36); b = b * 3 + 7) sizes.push_back(b);
+  for (int64_t b = 1000; b < 40000; b += 37) sizes.push_back(b);  // every tenth's boundary of a few KiB
+  for (const int64_t bytes : sizes) EXPECT_EQ(human_bytes(bytes), printf_version(bytes)) << bytes;
+  EXPECT_EQ(human_bytes(1280), "1.2 KiB");
+  EXPECT_EQ(human_bytes(16 << 20), "16.0 MiB");
+}
+
+// str_cat appends strings, characters and integers itself and streams the rest: every part must
+// print as it does on a stream.
+TEST(StrCat, PrintsEveryPartAsAStreamWould) {
+  const std::string text = "text";
+  const std::string_view view = "view";
+  const char* null_text = nullptr;
+  const uint8_t byte = 65;
+  const int8_t signed_byte = 66;
+  std::ostringstream expected;
+  expected << "a" << text << view << 'c' << -7 << 42u << int64_t{-9000000000} << uint64_t{18000000000000000000u} << true
+           << false << byte << signed_byte << 0.5 << 1e-7 << 2.5f << static_cast<short>(-3);
+  EXPECT_EQ(str_cat("a", text, view, 'c', -7, 42u, int64_t{-9000000000}, uint64_t{18000000000000000000u}, true, false,
+                    byte, signed_byte, 0.5, 1e-7, 2.5f, static_cast<short>(-3)),
+            expected.str());
+  EXPECT_EQ(str_cat("before ", null_text, "after"), "before after");
+  EXPECT_EQ(str_cat(), "");
+}
 
 TEST(OpType, EveryOperationHasOneNameAndReadsBack) {
   std::set<std::string> names;
