@@ -1,5 +1,5 @@
 // tcp_exchange_bench: the wire's own limit for a 2-rank collective, measured between two
-// processes: both send S bytes and receive S bytes at the same time over one TCP connection
+// processes: both send S bytes and receive S bytes at the same time over a TCP connection
 // (TCP_NODELAY, as Gloo's pairs), which is what one step of a 2-rank all-reduce does. A 4-byte
 // exchange is the floor for a small all-reduce; two exchanges of S/2 are the floor for a
 // 2-rank ring all-reduce of S (reduce-scatter then all-gather). bench/compare_wire puts

@@ -17,7 +17,8 @@ std::string human_bytes(int64_t bytes) {
   }
   if (u == 0) return str_cat(bytes, " B");
   // One decimal, as printf's "%.1f" gives it (without printf's cost on every call's description):
-  // v * 10 is exact enough that rounding to nearest, ties to even, lands where printf's does.
+  // below 2^50 bytes (1 PiB) v * 10 is exact enough that rounding to nearest, ties to even,
+  // lands where printf's does; above, the last digit may differ by one.
   const auto tenths = static_cast<int64_t>(std::nearbyint(v * 10));
   return str_cat(tenths / 10, ".", tenths % 10, " ", units[u]);
 }

@@ -7,11 +7,13 @@ bench=$1
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+pids=()
 for rank in 0 1; do
   RANK=$rank MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bench" --sizes 4,65536,16777216 --iters 3 --warmup 1 \
     --timeout 60 >>"$out" &
+  pids+=($!)
 done
-wait
+for pid in "${pids[@]}"; do wait "$pid" || { echo "FAILED: a rank of the pair exited non-zero"; exit 1; }; done
 /usr/bin/python3 - "$out" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
