@@ -16,20 +16,18 @@
 #include "apps/main_guard.h"
 #include "base/error.h"
 #include "base/parse.h"
+#include "bench/median.h"
 #include "models/registry.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/rendezvous.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/training/distributed_data_parallel.h"
 
+using ringtorch::median;
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-  return v[v.size() / 2];
-}
 
 int run(int argc, char** argv) {
   std::string models = "lenet,mlp3";

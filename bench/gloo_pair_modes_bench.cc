@@ -32,6 +32,9 @@
 #include <vector>
 
 #include "bench/byte_sizes.h"
+#include "bench/median.h"
+
+using ringtorch::median;
 
 namespace {
 
@@ -41,11 +44,6 @@ constexpr size_t kMaxBytes = size_t{1} << 20;
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "gloo_pair_modes_bench: %s\n", message.c_str());
   std::exit(1);
-}
-
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<long>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 template <typename Exchange>

@@ -12,17 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "bench/median.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
 
-namespace {
+using ringtorch::median;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+namespace {}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {

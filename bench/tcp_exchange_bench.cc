@@ -44,6 +44,9 @@
 #include <vector>
 
 #include "bench/byte_sizes.h"
+#include "bench/median.h"
+
+using ringtorch::median;
 
 namespace {
 
@@ -150,11 +153,6 @@ void exchange(int fd, const char* out, char* in, size_t bytes, int peer, Clock::
       ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
     }
   }
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace
