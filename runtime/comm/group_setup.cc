@@ -18,6 +18,7 @@
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
+#include "runtime/comm/socket_send_buffer.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
@@ -75,6 +76,11 @@ GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::
   } else if (const char* sync = environment("RINGTORCH_SYNC_PAIRS")) {
     s.sync_pairs = parse_int_in_range(sync, 0, 1, "environment variable RINGTORCH_SYNC_PAIRS (0 or 1)") == 1;
   }
+  if (options.socket_send_buffer) {
+    s.socket_send_buffer = *options.socket_send_buffer;
+  } else if (const char* sndbuf = environment("RINGTORCH_SOCKET_SNDBUF")) {
+    s.socket_send_buffer = parse_socket_send_buffer(sndbuf, "environment variable RINGTORCH_SOCKET_SNDBUF");
+  }
   s.segment_tag = (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
   s.host_identity = options.host_identity;
   if (s.host_identity.empty()) {
@@ -97,6 +103,10 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
                GlooStore gloo_store(mesh.store);
                context->connectFullMesh(gloo_store, choice.device);
                publish_peer_addresses(*mesh.store, *context);
+               // Gloo's TCP transport only (the lane's test for it): other transports have no sockets.
+               if (SyncLane::supports(*choice.device)) {
+                 mesh.send_buffers = apply_send_buffers(*context, *mesh.store, settings.socket_send_buffer);
+               }
              });
   mesh.context = std::move(context);
   mesh.device = std::move(choice.device);

@@ -121,6 +121,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   group->scratch_ = std::make_shared<ScratchBuffer>();
   group->fingerprint_ = std::make_shared<FingerprintExchange>(std::move(lane));
   group->adopt_host_plan(std::move(plan), options);
+  if (!mesh.send_buffers.empty() && !group->local_) group->path_ += "; " + mesh.send_buffers;
   if (group->fingerprint_->uses_lane()) {
     group->path_ += str_cat("; call fingerprints and collectives up to ", FingerprintExchange::kInlineBytes >> 10,
                             " KiB on Gloo's synchronous pairs (RINGTORCH_SYNC_PAIRS=0: off)");

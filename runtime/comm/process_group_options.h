@@ -8,6 +8,7 @@
 #include <string>
 
 #include "runtime/comm/allreduce_algorithm.h"
+#include "runtime/comm/socket_send_buffer.h"
 
 namespace ringtorch {
 
@@ -36,6 +37,10 @@ struct ProcessGroupOptions {
   // for a small all-reduce. Default: RINGTORCH_SYNC_PAIRS (0: off), else on. Any rank that
   // declines it, or whose socket buffers are too small for it, turns it off for the whole group.
   std::optional<bool> sync_pairs;
+  // The send buffers of the group's TCP data sockets (runtime/comm/socket_send_buffer.h): capped
+  // for peers on this machine, the kernel's own tuning for the others. Default:
+  // RINGTORCH_SOCKET_SNDBUF ("auto", "kernel" or a byte count), else auto.
+  std::optional<SocketSendBuffer> socket_send_buffer;
   // Names the shared-memory segment ("<run id>-<restart>-<round>"; create(rdzv) sets it), so
   // the launcher can remove what a crashed run left.
   std::string segment_tag;

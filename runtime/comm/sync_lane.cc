@@ -1,62 +1,28 @@
 #include "runtime/comm/sync_lane.h"
 
-#include <dirent.h>
-#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <map>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 #include "base/error.h"
 #include "base/str_cat.h"
 #include "rendezvous/gloo_store.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
+#include "runtime/comm/pair_sockets.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
 namespace {
-
-// "[host]:port" of a TCP socket's end, as Gloo prints addresses; empty for anything else.
-std::string socket_address(int fd, bool far_end) {
-  sockaddr_storage address{};
-  socklen_t length = sizeof(address);
-  auto* raw = reinterpret_cast<sockaddr*>(&address);
-  if ((far_end ? ::getpeername(fd, raw, &length) : ::getsockname(fd, raw, &length)) != 0) return "";
-  if (address.ss_family != AF_INET && address.ss_family != AF_INET6) return "";
-  return gloo::transport::tcp::Address(address).str();
-}
-
-// Gloo's TCP pair keeps its socket to itself (and Debian's Gloo does not ship the header that
-// declares the pair). A connected socket is named by its two addresses, so this process' TCP
-// sockets by "<near end> <far end>" find each pair's; one pass over /proc/self/fd. Other threads'
-// descriptors are read too (tests/tsan_suppressions.txt says why that is safe).
-std::map<std::string, int> tcp_sockets() {
-  std::map<std::string, int> sockets;
-  DIR* directory = ::opendir("/proc/self/fd");
-  if (directory == nullptr) return sockets;
-  while (const dirent* entry = ::readdir(directory)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    struct stat status {};
-    if (end == entry->d_name || *end != '\0' || fd == ::dirfd(directory)) continue;
-    if (::fstat(static_cast<int>(fd), &status) != 0 || !S_ISSOCK(status.st_mode)) continue;
-    const std::string near = socket_address(static_cast<int>(fd), false);
-    if (!near.empty()) sockets[near + " " + socket_address(static_cast<int>(fd), true)] = static_cast<int>(fd);
-  }
-  ::closedir(directory);
-  return sockets;
-}
 
 // Sizes `fd`'s receive buffer as large as net.core.rmem_max allows, and returns what its send
 // and receive buffers will be for a full message: Gloo sets SO_SNDBUF to the message before it
@@ -109,14 +75,12 @@ std::unique_ptr<SyncLane> SyncLane::connect(const c10::intrusive_ptr<c10d::Store
     lane->receive_[peer] = pair->createRecvBuffer(kSyncLaneSlot, lane->incoming(peer), kCapacity);
     lane->send_[peer] = pair->createSendBuffer(kSyncLaneSlot, lane->outgoing(), kCapacity);
   }
-  const std::map<std::string, int> sockets = tcp_sockets();  // every pair is connected by now
+  const std::vector<int> sockets = find_pair_sockets(*lane->context_, *store);
   for (int peer = 0; peer < size; ++peer) {
     if (peer == rank) continue;
-    const auto found =
-        sockets.find(lane->context_->getPair(peer)->address().str() + " " + published_peer_address(*store, peer, rank));
-    const std::pair<size_t, size_t> buffers =
-        found == sockets.end() ? std::pair<size_t, size_t>{0, 0} : size_buffers(found->second);
-    lane->sockets_[peer] = found == sockets.end() ? -1 : found->second;
+    const int fd = sockets[static_cast<size_t>(peer)];
+    const std::pair<size_t, size_t> buffers = fd < 0 ? std::pair<size_t, size_t>{0, 0} : size_buffers(fd);
+    lane->sockets_[peer] = fd;
     lane->send_buffer_bytes_ = std::min(lane->send_buffer_bytes_, buffers.first);
     lane->receive_buffer_bytes_ = std::min(lane->receive_buffer_bytes_, buffers.second);
   }
