@@ -1,9 +1,12 @@
 #include "runtime/comm/socket_send_buffer.h"
 
+#include <gloo/context.h>
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
 #include "base/error.h"
@@ -47,22 +50,25 @@ std::string kernel_identity() {
   return boot_id;
 }
 
-std::string apply_send_buffers(gloo::Context& context, c10d::Store& store, const SocketSendBuffer& choice) {
-  if (choice.mode == SocketSendBuffer::Mode::kKernel || context.size < 2) return "";
+std::string apply_send_buffers(gloo::Context& context, c10d::Store& store, const SocketSendBuffer& choice,
+                               const std::string& identity) {
+  if (context.size < 2) return "";
+  store.set(kernel_key(context.rank), std::vector<uint8_t>(identity.begin(), identity.end()));
+  if (choice.mode == SocketSendBuffer::Mode::kKernel) return "";
   std::vector<bool> capped(static_cast<size_t>(context.size), choice.mode == SocketSendBuffer::Mode::kBytes);
+  capped[static_cast<size_t>(context.rank)] = false;
   if (choice.mode == SocketSendBuffer::Mode::kAuto) {
-    const std::string mine = kernel_identity();
-    store.set(kernel_key(context.rank), std::vector<uint8_t>(mine.begin(), mine.end()));
     for (int peer = 0; peer < context.size; ++peer) {
-      if (peer != context.rank) capped[peer] = !mine.empty() && get_text(store, kernel_key(peer)) == mine;
+      if (peer != context.rank) capped[peer] = !identity.empty() && get_text(store, kernel_key(peer)) == identity;
     }
   }
+  if (std::find(capped.begin(), capped.end(), true) == capped.end()) return "";
   const int request = choice.mode == SocketSendBuffer::Mode::kBytes ? choice.bytes : kSameMachineSendBuffer;
   const std::vector<int> sockets = find_pair_sockets(context, store);
   int sized = 0, granted = 0;
   for (int peer = 0; peer < context.size; ++peer) {
     const int fd = sockets[static_cast<size_t>(peer)];
-    if (peer == context.rank || !capped[peer] || fd < 0) continue;
+    if (!capped[peer] || fd < 0) continue;
     int now = 0;
     socklen_t length = sizeof(now);
     if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &request, sizeof(request)) != 0 ||

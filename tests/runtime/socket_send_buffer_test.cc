@@ -1,19 +1,32 @@
-// The send buffers of a group's TCP data sockets (runtime/comm/socket_send_buffer.h): ranks as
-// threads over one in-memory store, Gloo over loopback TCP, shared memory off. Every rank here
-// shares one kernel, so "auto" caps every peer; the group's path line reports the size the
-// kernel granted (getsockopt), so these tests read what the sockets really got.
+// The send buffers of a group's TCP data sockets (runtime/comm/socket_send_buffer.h). Two
+// levels: apply_send_buffers on bare Gloo contexts over loopback, with the kernel identities
+// given per rank and every socket's SO_SNDBUF read back; and whole groups (ranks as threads,
+// shared memory off), whose path line reports what the kernel granted.
 #include "runtime/comm/socket_send_buffer.h"
 
 #include <ATen/ATen.h>
+#include <gloo/rendezvous/context.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <memory>
 #include <string>
+#include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <vector>
 
 #include "base/error.h"
 #include "rendezvous/deadline_store.h"
+#include "rendezvous/gloo_store.h"
+#include "runtime/comm/failure_report.h"
+#include "runtime/comm/pair_sockets.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/socket_device.h"
+#include "runtime/comm/tensor_checks.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -21,14 +34,53 @@ namespace {
 
 using std::chrono::milliseconds;
 
-ProcessGroupOptions over_tcp(SocketSendBuffer::Mode mode, int bytes = 0) {
-  ProcessGroupOptions options;
-  options.shared_memory = false;
-  options.socket_send_buffer = SocketSendBuffer{mode, bytes};
-  return options;
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+c10::intrusive_ptr<c10d::Store> memory_store() {
+  return c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+// What the kernel grants a request of `bytes`: twice the request, capped at net.core.wmem_max.
+int granted_for(int bytes) {
+  long wmem_max = 0;
+  std::ifstream("/proc/sys/net/core/wmem_max") >> wmem_max;
+  return 2 * static_cast<int>(wmem_max > 0 ? std::min<long>(bytes, wmem_max) : bytes);
+}
+
+int send_buffer_of(int fd) {
+  int bytes = -1;
+  socklen_t length = sizeof(bytes);
+  return ::getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, &length) == 0 ? bytes : -1;
+}
+
+// Two ranks as threads, each with its own Gloo context over loopback whose pair addresses are
+// published as a group publishes them; `body(rank, context, store)` runs on each once both are
+// connected. The contexts (and their sockets) live until both bodies have returned.
+void on_two_gloo_ranks(const std::function<void(int, gloo::Context&, c10d::Store&)>& body) {
+  auto store = memory_store();
+  std::shared_ptr<gloo::rendezvous::Context> contexts[2];
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      try {
+        contexts[r] = std::make_shared<gloo::rendezvous::Context>(r, 2);
+        contexts[r]->setTimeout(milliseconds(30000));
+        GlooStore gloo_store(store);
+        std::shared_ptr<gloo::transport::Device> device = make_tcp_device("", "").device;
+        contexts[r]->connectFullMesh(gloo_store, device);
+        publish_peer_addresses(*store, *contexts[r]);
+        body(r, *contexts[r], *store);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "rank " << r << ": " << e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
+int peer_socket(gloo::Context& context, c10d::Store& store) {
+  return find_pair_sockets(context, store)[static_cast<size_t>(1 - context.rank)];
+}
 
 TEST(SocketSendBuffer, ParsesAutoKernelAndByteCounts) {
   const std::string what = "environment variable RINGTORCH_SOCKET_SNDBUF";
@@ -51,18 +103,66 @@ TEST(SocketSendBuffer, ParsesAutoKernelAndByteCounts) {
 
 TEST(SocketSendBuffer, TheKernelIdentityIsTheBootId) {
   const std::string id = kernel_identity();
+  if (id.empty()) GTEST_SKIP() << "/proc/sys/kernel/random/boot_id is not readable here";
   EXPECT_EQ(id.size(), 36u) << id;  // a UUID, the same for every process of this machine
   EXPECT_EQ(kernel_identity(), id);
 }
 
-TEST(SocketSendBuffer, AutoCapsEveryPeerOnThisMachine) {
+TEST(SocketSendBuffer, AutoCapsPeersOnTheSameKernelOnly) {
+  on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
+    const std::string said = apply_send_buffers(context, store, {}, rank == 0 ? "kernel-a" : "kernel-b");
+    EXPECT_EQ(said, "") << "rank " << rank;
+    EXPECT_NE(send_buffer_of(peer_socket(context, store)), granted_for(kSameMachineSendBuffer)) << "rank " << rank;
+  });
+  on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
+    const std::string said = apply_send_buffers(context, store, {}, "kernel-a");
+    EXPECT_TRUE(contains(said, "for 1 peer on this machine")) << "rank " << rank << ": " << said;
+    EXPECT_EQ(send_buffer_of(peer_socket(context, store)), granted_for(kSameMachineSendBuffer)) << "rank " << rank;
+  });
+}
+
+TEST(SocketSendBuffer, KernelLeavesTheSocketsAloneAndARankMayChooseDifferently) {
+  // Rank 1 leaves its sockets to the kernel; rank 0 (auto) still learns that rank 1 shares its
+  // kernel (every rank publishes its identity, whatever it chose) instead of waiting for it.
+  on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
+    const SocketSendBuffer choice{rank == 0 ? SocketSendBuffer::Mode::kAuto : SocketSendBuffer::Mode::kKernel, 0};
+    const std::string said = apply_send_buffers(context, store, choice, "kernel-a");
+    const int now = send_buffer_of(peer_socket(context, store));
+    if (rank == 0) {
+      EXPECT_TRUE(contains(said, "for 1 peer on this machine")) << said;
+      EXPECT_EQ(now, granted_for(kSameMachineSendBuffer));
+    } else {
+      EXPECT_EQ(said, "");
+      EXPECT_NE(now, granted_for(kSameMachineSendBuffer));
+    }
+  });
+}
+
+TEST(SocketSendBuffer, AnExplicitSizeIsSetForEveryPeerWhateverItsKernel) {
+  on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
+    const SocketSendBuffer choice{SocketSendBuffer::Mode::kBytes, 64 << 10};
+    const std::string said = apply_send_buffers(context, store, choice, rank == 0 ? "kernel-a" : "kernel-b");
+    EXPECT_TRUE(contains(said, "for 1 peer (")) << said;
+    EXPECT_EQ(send_buffer_of(peer_socket(context, store)), granted_for(64 << 10)) << "rank " << rank;
+  });
+}
+
+ProcessGroupOptions over_tcp(SocketSendBuffer::Mode mode, int bytes = 0) {
+  ProcessGroupOptions options;
+  options.shared_memory = false;
+  options.socket_send_buffer = SocketSendBuffer{mode, bytes};
+  return options;
+}
+
+TEST(SocketSendBuffer, AGroupSaysWhatTheKernelGrantedEveryPeerOnThisMachine) {
+  if (kernel_identity().empty()) GTEST_SKIP() << "no boot id: no peer counts as on this machine";
   for (int world : {2, 3}) {
     testing::on_thread_ranks(
         world,
         [&](ProcessGroup& group) {
-          // Linux doubles the request; 212992 is at most net.core.wmem_max by default.
           const std::string peers = world == 2 ? "1 peer" : "2 peers";
-          EXPECT_TRUE(contains(group.path(), "TCP send buffers of 416.0 KiB for " + peers + " on this machine"))
+          const std::string size = human_bytes(granted_for(kSameMachineSendBuffer));
+          EXPECT_TRUE(contains(group.path(), "TCP send buffers of " + size + " for " + peers + " on this machine"))
               << group.path();
           at::Tensor t = at::full({1 << 20}, group.rank() + 1.0f);
           group.allreduce(t);
@@ -70,9 +170,6 @@ TEST(SocketSendBuffer, AutoCapsEveryPeerOnThisMachine) {
         },
         milliseconds(30000), over_tcp(SocketSendBuffer::Mode::kAuto));
   }
-}
-
-TEST(SocketSendBuffer, KernelLeavesTheSocketsAlone) {
   testing::on_thread_ranks(
       2, [](ProcessGroup& group) { EXPECT_FALSE(contains(group.path(), "TCP send buffers")) << group.path(); },
       milliseconds(30000), over_tcp(SocketSendBuffer::Mode::kKernel));
@@ -80,11 +177,12 @@ TEST(SocketSendBuffer, KernelLeavesTheSocketsAlone) {
 
 // A tiny buffer makes every large message cross in many small writes; the collectives must
 // still finish and be right.
-TEST(SocketSendBuffer, AnExplicitSizeIsUsedForEveryPeerAndLargeCollectivesStillFinish) {
+TEST(SocketSendBuffer, LargeCollectivesFinishThroughATinyBuffer) {
   testing::on_thread_ranks(
       2,
       [](ProcessGroup& group) {
-        EXPECT_TRUE(contains(group.path(), "TCP send buffers of 8.0 KiB for 1 peer (")) << group.path();
+        EXPECT_TRUE(contains(group.path(), "TCP send buffers of " + human_bytes(granted_for(4096)) + " for 1 peer ("))
+            << group.path();
         for (int64_t count : {int64_t{1}, int64_t{100000}, int64_t{1} << 20}) {
           at::Tensor t = at::full({count}, group.rank() + 1.0f);
           group.allreduce(t);
@@ -97,19 +195,26 @@ TEST(SocketSendBuffer, AnExplicitSizeIsUsedForEveryPeerAndLargeCollectivesStillF
       milliseconds(60000), over_tcp(SocketSendBuffer::Mode::kBytes, 4096));
 }
 
+// Sets an environment variable for its scope.
+class ScopedEnvironment {
+ public:
+  ScopedEnvironment(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnvironment() { ::unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
 TEST(SocketSendBuffer, AMalformedSettingIsRefusedAtCreation) {
-  ::setenv("RINGTORCH_SOCKET_SNDBUF", "lots", 1);
+  ScopedEnvironment lots("RINGTORCH_SOCKET_SNDBUF", "lots");
+  ProcessGroupOptions options;
+  options.shared_memory = false;
   try {
-    ProcessGroupOptions options;
-    options.shared_memory = false;
-    auto store =
-        c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", milliseconds(30000));
-    ProcessGroup::create(store, 0, 1, "127.0.0.1", options);
+    ProcessGroup::create(memory_store(), 0, 1, "127.0.0.1", options);
     ADD_FAILURE() << "RINGTORCH_SOCKET_SNDBUF=lots was accepted";
   } catch (const InvalidArgumentError& e) {
     EXPECT_TRUE(contains(e.what(), "RINGTORCH_SOCKET_SNDBUF")) << e.what();
   }
-  ::unsetenv("RINGTORCH_SOCKET_SNDBUF");
 }
 
 }  // namespace
