@@ -6,8 +6,8 @@
 // megabytes ahead of its reader and the reader copies them back from beyond the caches; capped
 // at 212992 bytes (Linux's usual net.core.wmem_default on 64-bit machines; the kernel doubles
 // the request) the data is still in cache when it is read, and a 16 or 64 MiB all-reduce
-// measured 2-16% faster (docs/benchmarks.md, "The send buffer of the data sockets"; a 4 MiB
-// all-reduce, a direct exchange of the whole buffer, measured 3-45% slower on loopback). Between
+// measured 2-16% faster (docs/benchmarks.md, "The send buffer of the data sockets"; 2-4 MiB,
+// a direct exchange of the whole buffer, measured 3-45% slower: a trade, not yet resolved). Between
 // machines a NIC reads the buffer and a small one would only cap the bytes in flight on a long
 // link, so:
 //
