@@ -7,7 +7,7 @@
 // at 212992 bytes (Linux's usual net.core.wmem_default on 64-bit machines; the kernel doubles
 // the request) the data is still in cache when it is read, and a 16 or 64 MiB all-reduce
 // measured 2-16% faster (docs/benchmarks.md, "The send buffer of the data sockets"; 2-4 MiB,
-// a direct exchange of the whole buffer, measured 3-45% slower: a trade, not yet resolved). Between
+// a direct exchange of the whole buffer, measured 2-45% slower: a trade, not yet resolved). Between
 // machines a NIC reads the buffer and a small one would only cap the bytes in flight on a long
 // link, so:
 //
