@@ -18,8 +18,6 @@
 
 using ringtorch::median;
 
-namespace {}  // namespace
-
 int main(int argc, char** argv) {
   if (argc < 2) {
     std::fputs("usage: store_bench tcp|file|redis://HOST:PORT [ITERATIONS]\n", stderr);

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/parse.h"
 #include "base/str_cat.h"
+#include "rendezvous/store_value.h"
 #include "runtime/comm/pair_sockets.h"
 #include "runtime/comm/tensor_checks.h"
 
@@ -19,11 +20,6 @@ namespace ringtorch {
 namespace {
 
 std::string kernel_key(int rank) { return str_cat("kernel/", rank); }
-
-std::string get_text(c10d::Store& store, const std::string& key) {
-  const std::vector<uint8_t> bytes = store.get(key);
-  return std::string(bytes.begin(), bytes.end());
-}
 
 }  // namespace
 
@@ -53,13 +49,13 @@ std::string kernel_identity() {
 std::string apply_send_buffers(gloo::Context& context, c10d::Store& store, const SocketSendBuffer& choice,
                                const std::string& identity) {
   if (context.size < 2) return "";
-  store.set(kernel_key(context.rank), std::vector<uint8_t>(identity.begin(), identity.end()));
+  store.set(kernel_key(context.rank), store_value(identity));
   if (choice.mode == SocketSendBuffer::Mode::kKernel) return "";
   std::vector<bool> capped(static_cast<size_t>(context.size), choice.mode == SocketSendBuffer::Mode::kBytes);
   capped[static_cast<size_t>(context.rank)] = false;
   if (choice.mode == SocketSendBuffer::Mode::kAuto) {
     for (int peer = 0; peer < context.size; ++peer) {
-      if (peer != context.rank) capped[peer] = !identity.empty() && get_text(store, kernel_key(peer)) == identity;
+      if (peer != context.rank) capped[peer] = !identity.empty() && store_text(store.get(kernel_key(peer))) == identity;
     }
   }
   if (std::find(capped.begin(), capped.end(), true) == capped.end()) return "";
