@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "base/error.h"
 #include "base/keep_freed_memory.h"
 #include "support/error_of.h"
+#include "support/scoped_environment.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -143,25 +145,11 @@ constexpr std::pair<const char*, const char*> kUsersMallocChoices[] = {{"RINGTOR
 class MallocEnvironment {
  public:
   MallocEnvironment() {
-    for (const auto& choice : kUsersMallocChoices) {
-      const char* name = choice.first;
-      const char* value = std::getenv(name);
-      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
-      unsetenv(name);
-    }
-  }
-  ~MallocEnvironment() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
-    }
+    for (const auto& choice : kUsersMallocChoices) saved_.emplace_back(choice.first, std::nullopt);
   }
 
  private:
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+  std::deque<testing::ScopedEnvironment> saved_;  // a deque: its elements never move
 };
 
 // The sanitizers' allocators replace glibc's malloc (ASan's mallopt does nothing and says so).
@@ -176,9 +164,8 @@ bool sanitized_malloc() {
 TEST(KeepFreedMemory, TheUsersOwnMallocSettingsWin) {
   MallocEnvironment environment;
   for (const auto& [name, value] : kUsersMallocChoices) {
-    setenv(name, value, 1);
+    testing::ScopedEnvironment chosen(name, value);
     EXPECT_FALSE(keep_freed_memory()) << name;
-    unsetenv(name);
   }
 }
 

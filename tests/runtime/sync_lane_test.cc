@@ -13,6 +13,7 @@
 #include "rendezvous/deadline_store.h"
 #include "runtime/comm/call_fingerprint.h"
 #include "runtime/comm/process_group.h"
+#include "support/scoped_environment.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -136,14 +137,13 @@ TEST(SyncPairs, ACallsOwnTimeoutEndsAWaitOnTheLaneAndNamesThePeer) {
 }
 
 TEST(SyncPairs, AMalformedSettingIsRefusedAtCreation) {
-  ::setenv("RINGTORCH_SYNC_PAIRS", "yes", 1);
+  testing::ScopedEnvironment yes("RINGTORCH_SYNC_PAIRS", "yes");
   try {
     ProcessGroup::create(memory_store(), 0, 1, "127.0.0.1", over_tcp());
     ADD_FAILURE() << "RINGTORCH_SYNC_PAIRS=yes was accepted";
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("RINGTORCH_SYNC_PAIRS"), std::string::npos) << e.what();
   }
-  ::unsetenv("RINGTORCH_SYNC_PAIRS");
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "runtime/trace/flight_recorder.h"
 #include "runtime/trace/timeline.h"
 #include "support/error_of.h"
+#include "support/scoped_environment.h"
 #include "support/test_paths.h"
 #include "support/thread_ranks.h"
 
@@ -28,9 +29,8 @@ using nlohmann::json;
 using testing::TempDir;
 
 // Points dumps at `dir` for the scope of the test.
-struct DumpDirectory {
-  explicit DumpDirectory(const std::string& dir) { ::setenv("RINGTORCH_FLIGHT_RECORDER_DIR", dir.c_str(), 1); }
-  ~DumpDirectory() { ::unsetenv("RINGTORCH_FLIGHT_RECORDER_DIR"); }
+struct DumpDirectory : testing::ScopedEnvironment {
+  explicit DumpDirectory(const std::string& dir) : ScopedEnvironment("RINGTORCH_FLIGHT_RECORDER_DIR", dir) {}
 };
 
 TEST(FlightRecorder, KeepsTheLastNOperationsWithTheirStates) {
@@ -81,14 +81,14 @@ TEST(FlightRecorder, LabelsNestAndEndWithTheirScope) {
 }
 
 TEST(FlightRecorder, SizeComesFromTheEnvironment) {
-  ::setenv("RINGTORCH_FLIGHT_RECORDER_SIZE", "0", 1);
+  testing::ScopedEnvironment size("RINGTORCH_FLIGHT_RECORDER_SIZE", "0");
   EXPECT_EQ(FlightRecorder::capacity_from_environment(), 0u);
-  ::setenv("RINGTORCH_FLIGHT_RECORDER_SIZE", "many", 1);
+  size.set("many");
   EXPECT_NE(testing::error_of<InvalidArgumentError>([] {
               FlightRecorder::capacity_from_environment();
             }).find("RINGTORCH_FLIGHT_RECORDER_SIZE"),
             std::string::npos);
-  ::unsetenv("RINGTORCH_FLIGHT_RECORDER_SIZE");
+  size.set(std::nullopt);
   EXPECT_EQ(FlightRecorder::capacity_from_environment(), 512u);
 }
 
