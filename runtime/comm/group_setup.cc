@@ -16,10 +16,13 @@
 #include "runtime/comm/chunk_plan.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
+#include "runtime/comm/pair_sockets.h"
+#include "runtime/comm/peer_kernels.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
 #include "runtime/comm/socket_send_buffer.h"
 #include "runtime/comm/tag_space.h"
+#include "runtime/comm/tcp_congestion.h"
 
 namespace ringtorch {
 namespace {
@@ -81,6 +84,11 @@ GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::
   } else if (const char* sndbuf = environment("RINGTORCH_SOCKET_SNDBUF")) {
     s.socket_send_buffer = parse_socket_send_buffer(sndbuf, "environment variable RINGTORCH_SOCKET_SNDBUF");
   }
+  if (options.tcp_congestion) {
+    s.tcp_congestion = *options.tcp_congestion;
+  } else if (const char* congestion = environment("RINGTORCH_TCP_CONGESTION")) {
+    s.tcp_congestion = parse_tcp_congestion(congestion, "environment variable RINGTORCH_TCP_CONGESTION");
+  }
   s.segment_tag = (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
   s.host_identity = options.host_identity;
   if (s.host_identity.empty()) {
@@ -98,16 +106,31 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   mesh.store = c10::make_intrusive<c10d::PrefixStore>("gloo/" + settings.name, store);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(settings.timeout);
+  // Gloo's TCP transport only (the lane's test for it): other transports have no sockets.
+  const bool tune_sockets = size > 1 && SyncLane::supports(*choice.device);
+  std::vector<int> sockets;
+  std::vector<bool> on_this_kernel;
   connecting(rank, str_cat("connecting group '", settings.name, "' over ", choice.why), prefix,
              "check that every rank can reach this address (firewall, RINGTORCH_SOCKET_IFNAME)", [&] {
                GlooStore gloo_store(mesh.store);
                context->connectFullMesh(gloo_store, choice.device);
                publish_peer_addresses(*mesh.store, *context);
-               // Gloo's TCP transport only (the lane's test for it): other transports have no sockets.
-               if (SyncLane::supports(*choice.device)) {
-                 mesh.send_buffers = apply_send_buffers(*context, *mesh.store, settings.socket_send_buffer);
+               if (tune_sockets) {
+                 on_this_kernel = peers_on_this_kernel(rank, size, *mesh.store);
+                 sockets = find_pair_sockets(*context, *mesh.store);
                }
              });
+  if (tune_sockets) {
+    try {
+      for (const std::string& said : {apply_send_buffers(sockets, on_this_kernel, settings.socket_send_buffer),
+                                      apply_congestion_control(sockets, on_this_kernel, settings.tcp_congestion)}) {
+        if (!said.empty()) mesh.socket_tuning += (mesh.socket_tuning.empty() ? "" : "; ") + said;
+      }
+    } catch (const InvalidArgumentError& e) {
+      throw InvalidArgumentError(str_cat(prefix, "creating group '", settings.name, "': ", e.what()),
+                                 {rank, -1, "tuning the group's sockets"});
+    }
+  }
   mesh.context = std::move(context);
   mesh.device = std::move(choice.device);
   return mesh;

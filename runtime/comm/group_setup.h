@@ -4,7 +4,8 @@
 //   resolve_settings  the options, with environment variables and defaults filled in
 //   connect_mesh      the network interface, the Gloo full mesh over the store, the
 //                     peer-address directory (failure_report.h), the data sockets' send
-//                     buffers (socket_send_buffer.h)
+//                     buffers and congestion control for peers on this machine
+//                     (socket_send_buffer.h, tcp_congestion.h)
 //   agree_on_group    whether all-reduce is cut into pieces (only where some rank sees a GPU),
 //                     and whether the group may use a synchronous lane (no rank declines it)
 //   plan_paths        which ranks share a host: shared memory, hierarchical, or Gloo alone
@@ -41,12 +42,13 @@ struct GroupSettings {
   bool shared_memory = true;
   bool sync_pairs = true;  // this rank accepts a synchronous lane
   SocketSendBuffer socket_send_buffer;
+  TcpCongestion tcp_congestion;
   std::string segment_tag;  // never empty
   std::string host_identity;
 };
 
 // Reads RINGTORCH_TIMEOUT, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM, RINGTORCH_SYNC_PAIRS,
-// RINGTORCH_SOCKET_SNDBUF and RINGTORCH_HOST_ID where the options leave a field unset. Throws
+// RINGTORCH_SOCKET_SNDBUF, RINGTORCH_TCP_CONGESTION and RINGTORCH_HOST_ID where the options leave a field unset. Throws
 // InvalidArgumentError for a malformed variable.
 GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::milliseconds default_timeout);
 
@@ -55,7 +57,7 @@ struct GroupMesh {
   std::shared_ptr<gloo::transport::Device> device;  // the context's (a lane connects over it too)
   c10::intrusive_ptr<c10d::Store> store;            // the group's own keys: the caller's store under "gloo/<name>/"
   std::string network;                              // which interface, and why
-  std::string send_buffers;                         // apply_send_buffers' account; empty: the kernel's
+  std::string socket_tuning;  // what apply_send_buffers and apply_congestion_control changed; empty: nothing
 };
 
 // `store` is namespaced for this group's members; `store_host` is where the store lives (for

@@ -123,8 +123,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   group->adopt_host_plan(std::move(plan), options);
   // Said for a group that goes over Gloo alone. With shared memory the mesh carries only the
   // calls that always go over Gloo, and a hierarchical group's cross-host part, which carries
-  // the rest between hosts, sizes its own sockets the same way without a line of its own.
-  if (!mesh.send_buffers.empty() && !group->local_) group->path_ += "; " + mesh.send_buffers;
+  // the rest between hosts, tunes its own sockets the same way without a line of its own.
+  if (!mesh.socket_tuning.empty() && !group->local_) group->path_ += "; " + mesh.socket_tuning;
   if (group->fingerprint_->uses_lane()) {
     group->path_ += str_cat("; call fingerprints and collectives up to ", FingerprintExchange::kInlineBytes >> 10,
                             " KiB on Gloo's synchronous pairs (RINGTORCH_SYNC_PAIRS=0: off)");

@@ -9,6 +9,7 @@
 
 #include "runtime/comm/allreduce_algorithm.h"
 #include "runtime/comm/socket_send_buffer.h"
+#include "runtime/comm/tcp_congestion.h"
 
 namespace ringtorch {
 
@@ -37,10 +38,14 @@ struct ProcessGroupOptions {
   // for a small all-reduce. Default: RINGTORCH_SYNC_PAIRS (0: off), else on. Any rank that
   // declines it, or whose socket buffers are too small for it, turns it off for the whole group.
   std::optional<bool> sync_pairs;
-  // The send buffers of the group's TCP data sockets (runtime/comm/socket_send_buffer.h): capped
-  // for peers on this machine, the kernel's own tuning for the others. Default:
-  // RINGTORCH_SOCKET_SNDBUF ("auto", "kernel" or a byte count), else auto.
+  // The send buffers of the group's TCP data sockets (runtime/comm/socket_send_buffer.h).
+  // Default: RINGTORCH_SOCKET_SNDBUF ("kernel", "auto": capped for peers on this machine, or a
+  // byte count), else kernel.
   std::optional<SocketSendBuffer> socket_send_buffer;
+  // The congestion control of the group's TCP data sockets (runtime/comm/tcp_congestion.h).
+  // Default: RINGTORCH_TCP_CONGESTION ("auto": cubic instead of BBR for peers on this machine,
+  // "kernel", or an algorithm's name), else auto.
+  std::optional<TcpCongestion> tcp_congestion;
   // Names the shared-memory segment ("<run id>-<restart>-<round>"; create(rdzv) sets it), so
   // the launcher can remove what a crashed run left.
   std::string segment_tag;

@@ -1,7 +1,8 @@
-// The send buffers of a group's TCP data sockets (runtime/comm/socket_send_buffer.h). Two
-// levels: apply_send_buffers on bare Gloo contexts over loopback, with the kernel identities
-// given per rank and every socket's SO_SNDBUF read back; and whole groups (ranks as threads,
-// shared memory off), whose path line reports what the kernel granted.
+// The send buffers of a group's TCP data sockets (runtime/comm/socket_send_buffer.h), and which
+// peers share this kernel (runtime/comm/peer_kernels.h). Two levels: apply_send_buffers on bare
+// Gloo contexts over loopback, with the kernel identities given per rank and every socket's
+// SO_SNDBUF read back; and whole groups (ranks as threads, shared memory off), whose path line
+// reports what the kernel granted.
 #include "runtime/comm/socket_send_buffer.h"
 
 #include <ATen/ATen.h>
@@ -24,9 +25,11 @@
 #include "rendezvous/gloo_store.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/pair_sockets.h"
+#include "runtime/comm/peer_kernels.h"
 #include "runtime/comm/process_group.h"
 #include "runtime/comm/socket_device.h"
 #include "runtime/comm/tensor_checks.h"
+#include "support/scoped_environment.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -82,8 +85,16 @@ int peer_socket(gloo::Context& context, c10d::Store& store) {
   return find_pair_sockets(context, store)[static_cast<size_t>(1 - context.rank)];
 }
 
+// What a group does while it connects, with this rank's kernel called `identity`.
+std::string apply(gloo::Context& context, c10d::Store& store, SocketSendBuffer::Mode mode, const std::string& identity,
+                  int bytes = 0) {
+  return apply_send_buffers(find_pair_sockets(context, store),
+                            peers_on_this_kernel(context.rank, context.size, store, identity), {mode, bytes});
+}
+
 TEST(SocketSendBuffer, ParsesAutoKernelAndByteCounts) {
   const std::string what = "environment variable RINGTORCH_SOCKET_SNDBUF";
+  EXPECT_EQ(SocketSendBuffer{}.mode, SocketSendBuffer::Mode::kKernel);
   EXPECT_EQ(parse_socket_send_buffer("auto", what).mode, SocketSendBuffer::Mode::kAuto);
   EXPECT_EQ(parse_socket_send_buffer("kernel", what).mode, SocketSendBuffer::Mode::kKernel);
   const SocketSendBuffer sized = parse_socket_send_buffer("256K", what);
@@ -101,32 +112,47 @@ TEST(SocketSendBuffer, ParsesAutoKernelAndByteCounts) {
   }
 }
 
-TEST(SocketSendBuffer, TheKernelIdentityIsTheBootId) {
+TEST(PeerKernels, TheKernelIdentityIsTheBootId) {
   const std::string id = kernel_identity();
   if (id.empty()) GTEST_SKIP() << "/proc/sys/kernel/random/boot_id is not readable here";
   EXPECT_EQ(id.size(), 36u) << id;  // a UUID, the same for every process of this machine
   EXPECT_EQ(kernel_identity(), id);
 }
 
+TEST(PeerKernels, EveryRankLearnsWhichPeersShareItsKernel) {
+  auto store = memory_store();
+  const std::vector<std::string> identities = {"kernel-a", "kernel-a", "kernel-b", ""};
+  std::vector<std::vector<bool>> seen(identities.size());
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.emplace_back([&, r] { seen[r] = peers_on_this_kernel(r, 4, *store, identities[r]); });
+  }
+  for (auto& t : ranks) t.join();
+  EXPECT_EQ(seen[0], (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(seen[1], (std::vector<bool>{true, false, false, false}));
+  EXPECT_EQ(seen[2], (std::vector<bool>{false, false, false, false}));
+  EXPECT_EQ(seen[3], (std::vector<bool>{false, false, false, false}));  // no identity: no peer shares it
+  EXPECT_EQ(peers_on_this_kernel(0, 1, *store, "kernel-a"), std::vector<bool>{false});
+}
+
 TEST(SocketSendBuffer, AutoCapsPeersOnTheSameKernelOnly) {
   on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
-    const std::string said = apply_send_buffers(context, store, {}, rank == 0 ? "kernel-a" : "kernel-b");
+    const std::string said = apply(context, store, SocketSendBuffer::Mode::kAuto, rank == 0 ? "kernel-a" : "kernel-b");
     EXPECT_EQ(said, "") << "rank " << rank;
     EXPECT_NE(send_buffer_of(peer_socket(context, store)), granted_for(kSameMachineSendBuffer)) << "rank " << rank;
   });
   on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
-    const std::string said = apply_send_buffers(context, store, {}, "kernel-a");
+    const std::string said = apply(context, store, SocketSendBuffer::Mode::kAuto, "kernel-a");
     EXPECT_TRUE(contains(said, "for 1 peer on this machine")) << "rank " << rank << ": " << said;
     EXPECT_EQ(send_buffer_of(peer_socket(context, store)), granted_for(kSameMachineSendBuffer)) << "rank " << rank;
   });
 }
 
 TEST(SocketSendBuffer, KernelLeavesTheSocketsAloneAndARankMayChooseDifferently) {
-  // Rank 1 leaves its sockets to the kernel; rank 0 (auto) still learns that rank 1 shares its
-  // kernel (every rank publishes its identity, whatever it chose) instead of waiting for it.
+  // Rank 1 leaves its sockets to the kernel, rank 0 (auto) caps its own: the setting is per rank.
   on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
-    const SocketSendBuffer choice{rank == 0 ? SocketSendBuffer::Mode::kAuto : SocketSendBuffer::Mode::kKernel, 0};
-    const std::string said = apply_send_buffers(context, store, choice, "kernel-a");
+    const std::string said =
+        apply(context, store, rank == 0 ? SocketSendBuffer::Mode::kAuto : SocketSendBuffer::Mode::kKernel, "kernel-a");
     const int now = send_buffer_of(peer_socket(context, store));
     if (rank == 0) {
       EXPECT_TRUE(contains(said, "for 1 peer on this machine")) << said;
@@ -140,8 +166,8 @@ TEST(SocketSendBuffer, KernelLeavesTheSocketsAloneAndARankMayChooseDifferently) 
 
 TEST(SocketSendBuffer, AnExplicitSizeIsSetForEveryPeerWhateverItsKernel) {
   on_two_gloo_ranks([](int rank, gloo::Context& context, c10d::Store& store) {
-    const SocketSendBuffer choice{SocketSendBuffer::Mode::kBytes, 64 << 10};
-    const std::string said = apply_send_buffers(context, store, choice, rank == 0 ? "kernel-a" : "kernel-b");
+    const std::string said =
+        apply(context, store, SocketSendBuffer::Mode::kBytes, rank == 0 ? "kernel-a" : "kernel-b", 64 << 10);
     EXPECT_TRUE(contains(said, "for 1 peer (")) << said;
     EXPECT_EQ(send_buffer_of(peer_socket(context, store)), granted_for(64 << 10)) << "rank " << rank;
   });
@@ -173,6 +199,11 @@ TEST(SocketSendBuffer, AGroupSaysWhatTheKernelGrantedEveryPeerOnThisMachine) {
   testing::on_thread_ranks(
       2, [](ProcessGroup& group) { EXPECT_FALSE(contains(group.path(), "TCP send buffers")) << group.path(); },
       milliseconds(30000), over_tcp(SocketSendBuffer::Mode::kKernel));
+  ProcessGroupOptions by_default;  // the kernel's tuning
+  by_default.shared_memory = false;
+  testing::on_thread_ranks(
+      2, [](ProcessGroup& group) { EXPECT_FALSE(contains(group.path(), "TCP send buffers")) << group.path(); },
+      milliseconds(30000), by_default);
 }
 
 // A tiny buffer makes every large message cross in many small writes; the collectives must
@@ -195,18 +226,8 @@ TEST(SocketSendBuffer, LargeCollectivesFinishThroughATinyBuffer) {
       milliseconds(60000), over_tcp(SocketSendBuffer::Mode::kBytes, 4096));
 }
 
-// Sets an environment variable for its scope.
-class ScopedEnvironment {
- public:
-  ScopedEnvironment(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnvironment() { ::unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
 TEST(SocketSendBuffer, AMalformedSettingIsRefusedAtCreation) {
-  ScopedEnvironment lots("RINGTORCH_SOCKET_SNDBUF", "lots");
+  testing::ScopedEnvironment lots("RINGTORCH_SOCKET_SNDBUF", "lots");
   ProcessGroupOptions options;
   options.shared_memory = false;
   try {
