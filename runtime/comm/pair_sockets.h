@@ -1,9 +1,9 @@
 // The TCP socket under each pair of a Gloo context.
 //
 // Gloo's TCP pair keeps its socket to itself (and Debian's Gloo does not ship the header that
-// declares the pair), yet ringtorch needs it twice: the synchronous lane polls it before it lets
-// Gloo read (sync_lane.h), and a group sizes the send buffers of its data sockets
-// (socket_send_buffer.h). A connected socket is named by its two addresses, so the pair's own
+// declares the pair), yet ringtorch needs it: the synchronous lane polls it before it lets Gloo
+// read (sync_lane.h), and a group tunes its data sockets (socket_send_buffer.h,
+// tcp_congestion.h). A connected socket is named by its two addresses, so the pair's own
 // address and the address the peer published in the store (failure_report.h,
 // publish_peer_addresses) pick it out of this process' descriptors.
 //

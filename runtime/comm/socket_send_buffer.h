@@ -10,12 +10,13 @@
 // Why auto exists and is not the default: between processes of one kernel TCP is two kernel
 // copies, and with the kernel's autotuned buffer (up to 4 MiB) a writer runs megabytes ahead of
 // its reader. On a VM whose kernel runs BBR, capping it for same-machine peers made 16 and 64 MiB
-// all-reduces 2-16% faster, but 1-4 MiB ones (a 2-rank direct exchange of the whole buffer) up to
-// 2.3x slower. Most of the gain was BBR's to give: switching those sockets to cubic
-// (tcp_congestion.h, the default) keeps it between network namespaces without the loss; with
-// cubic the cap changed nothing measurable on loopback, and on loopback under BBR it is still
-// 8-9% faster at 16-32 MiB (docs/benchmarks.md, "The send buffer of the data sockets" and
-// "Congestion control between processes of one machine").
+// all-reduces 2-16% faster, but 2-4 MiB ones (a 2-rank direct exchange of the whole buffer)
+// 1.04-1.33x slower (1 MiB, bimodal here, anywhere from 0.3x to 2.3x). Most of the gain was
+// BBR's to give: switching those sockets to cubic (tcp_congestion.h, the default) keeps it
+// between network namespaces without the loss; with cubic the cap changed nothing measurable
+// on loopback, and on loopback under BBR it is still 8-9% faster at 16-32 MiB
+// (docs/benchmarks.md, "The send buffer of the data sockets" and "Congestion control between
+// processes of one machine").
 //
 // Only a group's own mesh: the synchronous lane sizes its sockets for its messages itself
 // (sync_lane.h). The request holds because the mesh sends from unbound buffers only: Gloo
@@ -46,7 +47,8 @@ constexpr int kSameMachineSendBuffer = 212992;
 SocketSendBuffer parse_socket_send_buffer(const std::string& text, const std::string& what);
 
 // Applies `choice` to `sockets` (find_pair_sockets: one per peer rank, -1 where there is none),
-// `on_this_kernel` saying which peers share this machine's kernel (peers_on_this_kernel).
+// `on_this_kernel` saying which peers share this machine's kernel (peers_on_this_kernel; at
+// least as long as `sockets`).
 // Returns what it did for the group's path line: "TCP send buffers of 416.0 KiB for 1 peer on
 // this machine (...)", the size as the kernel granted it; empty when it changed nothing. A socket
 // that refuses the size keeps the kernel's tuning.

@@ -64,7 +64,7 @@ std::string apply_congestion_control(const std::vector<int>& sockets, const std:
         const int error = errno;
         throw InvalidArgumentError(
             str_cat("RINGTORCH_TCP_CONGESTION=", choice.name, ": the kernel refused it on the socket to rank ", peer,
-                    " (", std::strerror(error),
+                    " (", errno_text(error),
                     "); net.ipv4.tcp_available_congestion_control lists the algorithms this kernel has, and a process "
                     "without CAP_NET_ADMIN may only choose those in net.ipv4.tcp_allowed_congestion_control; "
                     "RINGTORCH_TCP_CONGESTION=kernel keeps the kernel's"));

@@ -199,6 +199,7 @@ TEST(SocketSendBuffer, AGroupSaysWhatTheKernelGrantedEveryPeerOnThisMachine) {
   testing::on_thread_ranks(
       2, [](ProcessGroup& group) { EXPECT_FALSE(contains(group.path(), "TCP send buffers")) << group.path(); },
       milliseconds(30000), over_tcp(SocketSendBuffer::Mode::kKernel));
+  testing::ScopedEnvironment unset("RINGTORCH_SOCKET_SNDBUF", std::nullopt);
   ProcessGroupOptions by_default;  // the kernel's tuning
   by_default.shared_memory = false;
   testing::on_thread_ranks(
