@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "rendezvous/store_value.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {
@@ -14,8 +15,6 @@ namespace {
 
 std::string peers_key(int rank) { return str_cat("peers/", rank); }
 std::string failures_key(int rank) { return str_cat("failures/", rank); }
-
-std::string as_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
 
 // Line `line` of a peers/<rank> value: that rank's address on its pair with rank `line`.
 std::string address_line(const std::string& text, int line) {
@@ -35,7 +34,7 @@ std::string join_ranks(const std::vector<int>& ranks) {
 
 FailedPeer lookup(c10d::Store& store, int rank, int size, const std::string& peer_address, const std::string& what,
                   std::chrono::milliseconds window) {
-  store.set(failures_key(rank), std::vector<uint8_t>(what.begin(), what.end()));
+  store.set(failures_key(rank), store_value(what));
   // Each peer's address for its pair with this rank, as Gloo prints it in its messages.
   std::vector<std::string> address(size);
   for (int peer = 0; peer < size; ++peer) {
@@ -120,7 +119,7 @@ int peer_named_by_address(const std::vector<std::string>& published, int rank, c
 }
 
 std::string published_peer_address(c10d::Store& store, int peer, int rank) {
-  return address_line(as_string(store.get(peers_key(peer))), rank);
+  return address_line(store_text(store.get(peers_key(peer))), rank);
 }
 
 void publish_peer_addresses(c10d::Store& store, gloo::Context& context) {
@@ -129,7 +128,7 @@ void publish_peer_addresses(c10d::Store& store, gloo::Context& context) {
     if (peer != context.rank) lines += context.getPair(peer)->address().str();
     lines += "\n";
   }
-  store.set(peers_key(context.rank), std::vector<uint8_t>(lines.begin(), lines.end()));
+  store.set(peers_key(context.rank), store_value(lines));
 }
 
 FailedPeer name_failed_peer(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,

@@ -128,7 +128,7 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
       }
     } catch (const InvalidArgumentError& e) {
       throw InvalidArgumentError(str_cat(prefix, "creating group '", settings.name, "': ", e.what()),
-                                 {rank, -1, "tuning the group's sockets"});
+                                 {rank, e.site().peer, "tuning the group's sockets"});
     }
   }
   mesh.context = std::move(context);

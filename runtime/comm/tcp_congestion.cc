@@ -67,14 +67,16 @@ std::string apply_congestion_control(const std::vector<int>& sockets, const std:
                     " (", errno_text(error),
                     "); net.ipv4.tcp_available_congestion_control lists the algorithms this kernel has, and a process "
                     "without CAP_NET_ADMIN may only choose those in net.ipv4.tcp_allowed_congestion_control; "
-                    "RINGTORCH_TCP_CONGESTION=kernel keeps the kernel's"));
+                    "RINGTORCH_TCP_CONGESTION=kernel keeps the kernel's"),
+            {-1, static_cast<int>(peer), "setting the sockets' congestion control"});
       }
       ++changed;
       chosen = choice.name;
       continue;
     }
+    if (!on_this_kernel[peer]) continue;
     const std::string current = congestion_control_of(fd);
-    if (!on_this_kernel[peer] || current.compare(0, 3, "bbr") != 0) continue;
+    if (current.compare(0, 3, "bbr") != 0) continue;
     for (const char* name : {"cubic", "reno"}) {
       if (set_congestion_control(fd, name)) {
         ++changed;

@@ -131,6 +131,7 @@ TEST(TcpCongestion, AnAlgorithmTheKernelRefusesNamesThePeerAndTheSysctls) {
                              "tcp_available_congestion_control", "tcp_allowed_congestion_control"}) {
       EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
     }
+    EXPECT_EQ(e.site().peer, 1);
   }
   EXPECT_EQ(connection.algorithm(), before);
 }
@@ -166,6 +167,8 @@ TEST(TcpCongestion, EveryRankFailsCreationWhenTheKernelRefusesTheAlgorithm) {
   } catch (const InvalidArgumentError& e) {
     EXPECT_TRUE(contains(e.what(), "[rank 0/2] creating group")) << e.what();
     EXPECT_TRUE(contains(e.what(), "RINGTORCH_TCP_CONGESTION=nosuchcc")) << e.what();
+    EXPECT_EQ(e.site().rank, 0);
+    EXPECT_EQ(e.site().peer, 1);
   }
 }
 

@@ -3,43 +3,30 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <map>
 #include <random>
 
 #include "base/error.h"
+#include "rendezvous/store_value.h"
+#include "runtime/comm/peer_kernels.h"
 
 namespace ringtorch {
-namespace {
-
-std::string get_text(c10d::Store& store, const std::string& key) {
-  const auto bytes = store.get(key);
-  return std::string(bytes.begin(), bytes.end());
-}
-
-void set_text(c10d::Store& store, const std::string& key, const std::string& value) {
-  store.set(key, std::vector<uint8_t>(value.begin(), value.end()));
-}
-
-}  // namespace
 
 std::string host_identity() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  std::string boot_id;
-  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-  return std::string(host) + "|" + boot_id;
+  return std::string(host) + "|" + kernel_identity();
 }
 
 HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& segment_tag, bool enabled,
                     const std::string& my_identity, size_t slot_bytes) {
   HostPlan plan;
-  set_text(store, str_cat("shm/host/", rank), my_identity);
+  store.set(str_cat("shm/host/", rank), store_value(my_identity));
   std::vector<std::string> identity(size);
   std::map<std::string, std::vector<int>> ranks_by_host;
   std::vector<std::string> host_order;
   for (int r = 0; r < size; ++r) {
-    identity[r] = get_text(store, str_cat("shm/host/", r));
+    identity[r] = store_text(store.get(str_cat("shm/host/", r)));
     if (!ranks_by_host.count(identity[r])) host_order.push_back(identity[r]);
     ranks_by_host[identity[r]].push_back(r);
   }
@@ -86,10 +73,10 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
       name = shared_segment_name(str_cat(segment_tag, "-", leader, "-", nonce % 1000000007));
       SharedSegment segment = SharedSegment::create(name, bytes);
       LocalCollectives::initialise(segment.data(), static_cast<int>(local.size()), slot_bytes, nonce);
-      set_text(store, str_cat("shm/segment/", leader), str_cat(nonce, " ", name));
+      store.set(str_cat("shm/segment/", leader), store_value(str_cat(nonce, " ", name)));
       collectives = std::make_unique<LocalCollectives>(std::move(segment), local_rank, local, slot_bytes, nonce);
     } else {
-      const std::string published = get_text(store, str_cat("shm/segment/", leader));
+      const std::string published = store_text(store.get(str_cat("shm/segment/", leader)));
       if (published.rfind("failed", 0) == 0) throw IoError(published);
       name = published.substr(published.find(' ') + 1);
       collectives = std::make_unique<LocalCollectives>(SharedSegment::open(name, bytes), local_rank, local, slot_bytes,
@@ -97,16 +84,16 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
     }
   } catch (const std::exception& e) {
     status = str_cat("failed at rank ", rank, ": ", e.what());
-    if (rank == leader) set_text(store, str_cat("shm/segment/", leader), status);
+    if (rank == leader) store.set(str_cat("shm/segment/", leader), store_value(status));
   }
   // Every rank reads every rank's outcome, so all decide alike. The leader unlinks the name
   // once everyone has mapped it or given up, and also when waiting fails (a peer died during
   // set-up, the store timed out): nothing is left in /dev/shm either way.
   std::string failure;
   try {
-    set_text(store, str_cat("shm/attached/", rank), status);
+    store.set(str_cat("shm/attached/", rank), store_value(status));
     for (int r = 0; r < size && failure.empty(); ++r) {
-      const std::string outcome = get_text(store, str_cat("shm/attached/", r));
+      const std::string outcome = store_text(store.get(str_cat("shm/attached/", r)));
       if (outcome != "ok") failure = outcome;
     }
   } catch (...) {
