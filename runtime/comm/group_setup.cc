@@ -81,11 +81,13 @@ GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::
   }
   if (options.socket_send_buffer) {
     s.socket_send_buffer = *options.socket_send_buffer;
+    s.socket_send_buffer_setting = "ProcessGroupOptions::socket_send_buffer";
   } else if (const char* sndbuf = environment("RINGTORCH_SOCKET_SNDBUF")) {
     s.socket_send_buffer = parse_socket_send_buffer(sndbuf, "environment variable RINGTORCH_SOCKET_SNDBUF");
   }
   if (options.tcp_congestion) {
     s.tcp_congestion = *options.tcp_congestion;
+    s.tcp_congestion_setting = "ProcessGroupOptions::tcp_congestion";
   } else if (const char* congestion = environment("RINGTORCH_TCP_CONGESTION")) {
     s.tcp_congestion = parse_tcp_congestion(congestion, "environment variable RINGTORCH_TCP_CONGESTION");
   }
@@ -122,8 +124,10 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
              });
   if (tune_sockets) {
     try {
-      for (const std::string& said : {apply_send_buffers(sockets, on_this_kernel, settings.socket_send_buffer),
-                                      apply_congestion_control(sockets, on_this_kernel, settings.tcp_congestion)}) {
+      for (const std::string& said : {apply_send_buffers(sockets, on_this_kernel, settings.socket_send_buffer,
+                                                         settings.socket_send_buffer_setting),
+                                      apply_congestion_control(sockets, on_this_kernel, settings.tcp_congestion,
+                                                               settings.tcp_congestion_setting)}) {
         if (!said.empty()) mesh.socket_tuning += (mesh.socket_tuning.empty() ? "" : "; ") + said;
       }
     } catch (const InvalidArgumentError& e) {

@@ -43,6 +43,9 @@ struct GroupSettings {
   bool sync_pairs = true;  // this rank accepts a synchronous lane
   SocketSendBuffer socket_send_buffer;
   TcpCongestion tcp_congestion;
+  // Where the two came from, for messages: the variable, or the ProcessGroupOptions field.
+  std::string socket_send_buffer_setting = "RINGTORCH_SOCKET_SNDBUF";
+  std::string tcp_congestion_setting = "RINGTORCH_TCP_CONGESTION";
   std::string segment_tag;  // never empty
   std::string host_identity;
 };

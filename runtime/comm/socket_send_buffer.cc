@@ -30,7 +30,7 @@ SocketSendBuffer parse_socket_send_buffer(const std::string& text, const std::st
 }
 
 std::string apply_send_buffers(const std::vector<int>& sockets, const std::vector<bool>& on_this_kernel,
-                               const SocketSendBuffer& choice) {
+                               const SocketSendBuffer& choice, const std::string& setting) {
   if (choice.mode == SocketSendBuffer::Mode::kKernel) return "";
   const bool everyone = choice.mode == SocketSendBuffer::Mode::kBytes;
   const int request = everyone ? choice.bytes : kSameMachineSendBuffer;
@@ -49,7 +49,7 @@ std::string apply_send_buffers(const std::vector<int>& sockets, const std::vecto
   }
   if (sized == 0) return "";
   return str_cat("TCP send buffers of ", human_bytes(granted), " for ", sized, sized == 1 ? " peer" : " peers",
-                 everyone ? "" : " on this machine", " (RINGTORCH_SOCKET_SNDBUF=kernel: the kernel's own)");
+                 everyone ? "" : " on this machine", " (", setting, "=kernel: the kernel's own)");
 }
 
 }  // namespace ringtorch

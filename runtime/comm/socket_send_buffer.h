@@ -48,11 +48,12 @@ SocketSendBuffer parse_socket_send_buffer(const std::string& text, const std::st
 
 // Applies `choice` to `sockets` (find_pair_sockets: one per peer rank, -1 where there is none),
 // `on_this_kernel` saying which peers share this machine's kernel (peers_on_this_kernel; at
-// least as long as `sockets`).
+// least as long as `sockets`). `setting` is where the choice came from, for the path line
+// ("RINGTORCH_SOCKET_SNDBUF" or "ProcessGroupOptions::socket_send_buffer").
 // Returns what it did for the group's path line: "TCP send buffers of 416.0 KiB for 1 peer on
 // this machine (...)", the size as the kernel granted it; empty when it changed nothing. A socket
 // that refuses the size keeps the kernel's tuning.
 std::string apply_send_buffers(const std::vector<int>& sockets, const std::vector<bool>& on_this_kernel,
-                               const SocketSendBuffer& choice);
+                               const SocketSendBuffer& choice, const std::string& setting);
 
 }  // namespace ringtorch

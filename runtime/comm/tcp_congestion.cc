@@ -52,7 +52,7 @@ std::string congestion_control_of(int fd) {
 }
 
 std::string apply_congestion_control(const std::vector<int>& sockets, const std::vector<bool>& on_this_kernel,
-                                     const TcpCongestion& choice) {
+                                     const TcpCongestion& choice, const std::string& setting) {
   if (choice.mode == TcpCongestion::Mode::kKernel) return "";
   int changed = 0;
   std::string chosen, replaced;
@@ -63,11 +63,11 @@ std::string apply_congestion_control(const std::vector<int>& sockets, const std:
       if (!set_congestion_control(fd, choice.name)) {
         const int error = errno;
         throw InvalidArgumentError(
-            str_cat("RINGTORCH_TCP_CONGESTION=", choice.name, ": the kernel refused it on the socket to rank ", peer,
-                    " (", errno_text(error),
+            str_cat(setting, "=", choice.name, ": the kernel refused it on the socket to rank ", peer, " (",
+                    errno_text(error),
                     "); net.ipv4.tcp_available_congestion_control lists the algorithms this kernel has, and a process "
-                    "without CAP_NET_ADMIN may only choose those in net.ipv4.tcp_allowed_congestion_control; "
-                    "RINGTORCH_TCP_CONGESTION=kernel keeps the kernel's"),
+                    "without CAP_NET_ADMIN may only choose those in net.ipv4.tcp_allowed_congestion_control; ",
+                    setting, "=kernel keeps the kernel's"),
             {-1, static_cast<int>(peer), "setting the sockets' congestion control"});
       }
       ++changed;
@@ -89,8 +89,8 @@ std::string apply_congestion_control(const std::vector<int>& sockets, const std:
   if (changed == 0) return "";
   const bool automatic = choice.mode == TcpCongestion::Mode::kAuto;
   return str_cat("TCP congestion control ", chosen, automatic ? str_cat(" instead of ", replaced) : "", " for ",
-                 changed, changed == 1 ? " peer" : " peers", automatic ? " on this machine" : "",
-                 " (RINGTORCH_TCP_CONGESTION=kernel: the kernel's own)");
+                 changed, changed == 1 ? " peer" : " peers", automatic ? " on this machine" : "", " (", setting,
+                 "=kernel: the kernel's own)");
 }
 
 }  // namespace ringtorch

@@ -43,13 +43,15 @@ TcpCongestion parse_tcp_congestion(const std::string& text, const std::string& w
 
 // Applies `choice` to `sockets` (find_pair_sockets: one per peer rank, -1 where there is none),
 // `on_this_kernel` saying which peers share this machine's kernel (peers_on_this_kernel; at
-// least as long as `sockets`). Returns what it changed for the group's path line ("TCP
-// congestion control cubic instead of bbr for 1 peer on this machine (...)"); empty when
-// nothing changed. Under auto a socket that refuses both cubic and reno keeps the kernel's
-// choice; a named algorithm that the kernel refuses throws InvalidArgumentError naming the peer,
-// the kernel's reason and the sysctls that say what is available and allowed.
+// least as long as `sockets`). `setting` is where the choice came from, for the messages
+// ("RINGTORCH_TCP_CONGESTION" or "ProcessGroupOptions::tcp_congestion"). Returns what it changed
+// for the group's path line ("TCP congestion control cubic instead of bbr for 1 peer on this
+// machine (...)"); empty when nothing changed. Under auto a socket that refuses both cubic and
+// reno keeps the kernel's choice; a named algorithm that the kernel refuses throws
+// InvalidArgumentError naming the setting, the peer, the kernel's reason and the sysctls that say
+// what is available and allowed.
 std::string apply_congestion_control(const std::vector<int>& sockets, const std::vector<bool>& on_this_kernel,
-                                     const TcpCongestion& choice);
+                                     const TcpCongestion& choice, const std::string& setting);
 
 // The congestion control of TCP socket `fd`; empty when the kernel does not say.
 std::string congestion_control_of(int fd);

@@ -89,7 +89,8 @@ int peer_socket(gloo::Context& context, c10d::Store& store) {
 std::string apply(gloo::Context& context, c10d::Store& store, SocketSendBuffer::Mode mode, const std::string& identity,
                   int bytes = 0) {
   return apply_send_buffers(find_pair_sockets(context, store),
-                            peers_on_this_kernel(context.rank, context.size, store, identity), {mode, bytes});
+                            peers_on_this_kernel(context.rank, context.size, store, identity), {mode, bytes},
+                            "RINGTORCH_SOCKET_SNDBUF");
 }
 
 TEST(SocketSendBuffer, ParsesAutoKernelAndByteCounts) {
@@ -213,7 +214,8 @@ TEST(SocketSendBuffer, LargeCollectivesFinishThroughATinyBuffer) {
   testing::on_thread_ranks(
       2,
       [](ProcessGroup& group) {
-        EXPECT_TRUE(contains(group.path(), "TCP send buffers of " + human_bytes(granted_for(4096)) + " for 1 peer ("))
+        EXPECT_TRUE(contains(group.path(), "TCP send buffers of " + human_bytes(granted_for(4096)) +
+                                               " for 1 peer (ProcessGroupOptions::socket_send_buffer=kernel"))
             << group.path();
         for (int64_t count : {int64_t{1}, int64_t{100000}, int64_t{1} << 20}) {
           at::Tensor t = at::full({count}, group.rank() + 1.0f);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "base/error.h"
 #include "rendezvous/deadline_store.h"
 #include "runtime/comm/process_group.h"
+#include "runtime/comm/socket_send_buffer.h"
 #include "support/scoped_environment.h"
 #include "support/thread_ranks.h"
 
@@ -93,8 +95,8 @@ TEST(TcpCongestion, AutoReplacesBbrForPeersOnThisKernelOnly) {
   if (!same_kernel.use("bbr") || !other_kernel.use("bbr")) {
     GTEST_SKIP() << "this kernel does not offer bbr (net.ipv4.tcp_available_congestion_control)";
   }
-  const std::string said =
-      apply_congestion_control({-1, same_kernel.sender, other_kernel.sender}, {false, true, false}, TcpCongestion{});
+  const std::string said = apply_congestion_control({-1, same_kernel.sender, other_kernel.sender}, {false, true, false},
+                                                    TcpCongestion{}, "RINGTORCH_TCP_CONGESTION");
   const std::string now = same_kernel.algorithm();
   EXPECT_TRUE(now == "cubic" || now == "reno") << now;
   EXPECT_EQ(other_kernel.algorithm(), "bbr");
@@ -105,16 +107,20 @@ TEST(TcpCongestion, AutoReplacesBbrForPeersOnThisKernelOnly) {
 TEST(TcpCongestion, AutoLeavesOtherAlgorithmsAndKernelLeavesEverything) {
   LoopbackConnection reno, bbr;
   ASSERT_TRUE(reno.use("reno"));  // every kernel has reno and lets every process choose it
-  EXPECT_EQ(apply_congestion_control({reno.sender, -1}, {true, false}, TcpCongestion{}), "");
+  EXPECT_EQ(apply_congestion_control({reno.sender, -1}, {true, false}, TcpCongestion{}, "RINGTORCH_TCP_CONGESTION"),
+            "");
   EXPECT_EQ(reno.algorithm(), "reno");
   if (!bbr.use("bbr")) GTEST_SKIP() << "this kernel does not offer bbr";
-  EXPECT_EQ(apply_congestion_control({bbr.sender, -1}, {true, false}, {TcpCongestion::Mode::kKernel, ""}), "");
+  EXPECT_EQ(apply_congestion_control({bbr.sender, -1}, {true, false}, {TcpCongestion::Mode::kKernel, ""},
+                                     "RINGTORCH_TCP_CONGESTION"),
+            "");
   EXPECT_EQ(bbr.algorithm(), "bbr");
 }
 
 TEST(TcpCongestion, ANamedAlgorithmIsSetForEveryPeerWhateverItsKernel) {
   LoopbackConnection one, two;
-  const std::string said = apply_congestion_control({one.sender, -1, two.sender}, {true, false, false}, named("reno"));
+  const std::string said = apply_congestion_control({one.sender, -1, two.sender}, {true, false, false}, named("reno"),
+                                                    "RINGTORCH_TCP_CONGESTION");
   EXPECT_EQ(said, "TCP congestion control reno for 2 peers (RINGTORCH_TCP_CONGESTION=kernel: the kernel's own)");
   EXPECT_EQ(one.algorithm(), "reno");
   EXPECT_EQ(two.algorithm(), "reno");
@@ -124,11 +130,12 @@ TEST(TcpCongestion, AnAlgorithmTheKernelRefusesNamesThePeerAndTheSysctls) {
   LoopbackConnection connection;
   const std::string before = connection.algorithm();
   try {
-    apply_congestion_control({-1, connection.sender}, {false, true}, named("nosuchcc"));
+    apply_congestion_control({-1, connection.sender}, {false, true}, named("nosuchcc"), "RINGTORCH_TCP_CONGESTION");
     ADD_FAILURE() << "nosuchcc was accepted";
   } catch (const InvalidArgumentError& e) {
-    for (const char* part : {"RINGTORCH_TCP_CONGESTION=nosuchcc", "on the socket to rank 1",
-                             "tcp_available_congestion_control", "tcp_allowed_congestion_control"}) {
+    for (const char* part :
+         {"RINGTORCH_TCP_CONGESTION=nosuchcc", "on the socket to rank 1", "tcp_available_congestion_control",
+          "tcp_allowed_congestion_control", "RINGTORCH_TCP_CONGESTION=kernel keeps the kernel's"}) {
       EXPECT_TRUE(contains(e.what(), part)) << part << " in " << e.what();
     }
     EXPECT_EQ(e.site().peer, 1);
@@ -147,7 +154,10 @@ TEST(TcpCongestion, AGroupSaysWhichAlgorithmItsSocketsRun) {
   testing::on_thread_ranks(
       2,
       [](ProcessGroup& group) {
-        EXPECT_TRUE(contains(group.path(), "; TCP congestion control reno for 1 peer (")) << group.path();
+        // The options chose it, so the way back names the options' field.
+        EXPECT_TRUE(contains(group.path(),
+                             "; TCP congestion control reno for 1 peer (ProcessGroupOptions::tcp_congestion=kernel"))
+            << group.path();
         at::Tensor t = at::full({1 << 20}, group.rank() + 1.0f);
         group.allreduce(t);
         EXPECT_TRUE(t.eq(3.0f).all().item<bool>());
@@ -158,6 +168,40 @@ TEST(TcpCongestion, AGroupSaysWhichAlgorithmItsSocketsRun) {
       milliseconds(30000), over_tcp({TcpCongestion::Mode::kKernel, ""}));
 }
 
+// Each rank applies its own settings to its own sockets: ranks configured differently still form
+// one group and agree on every result.
+TEST(TcpCongestion, RanksWithDifferentSocketSettingsFormOneGroup) {
+  testing::ScopedEnvironment congestion("RINGTORCH_TCP_CONGESTION", std::nullopt);
+  testing::ScopedEnvironment send_buffer("RINGTORCH_SOCKET_SNDBUF", std::nullopt);
+  testing::on_thread_ranks_with_options(
+      3,
+      [](int rank) {
+        ProcessGroupOptions options;
+        options.shared_memory = false;
+        if (rank == 0) {
+          options.tcp_congestion = named("reno");
+          options.socket_send_buffer = SocketSendBuffer{SocketSendBuffer::Mode::kBytes, 64 << 10};
+        } else if (rank == 1) {
+          options.tcp_congestion = TcpCongestion{TcpCongestion::Mode::kKernel, ""};
+        }  // rank 2: the defaults (auto, the kernel's buffers)
+        return options;
+      },
+      [](ProcessGroup& group) {
+        if (group.rank() == 0) {
+          EXPECT_TRUE(contains(group.path(), "TCP send buffers of ")) << group.path();
+          EXPECT_TRUE(contains(group.path(), "TCP congestion control reno for 2 peers (")) << group.path();
+        } else if (group.rank() == 1) {
+          EXPECT_FALSE(contains(group.path(), "TCP send buffers")) << group.path();
+          EXPECT_FALSE(contains(group.path(), "congestion")) << group.path();
+        }
+        for (int64_t count : {int64_t{1}, int64_t{1} << 20}) {
+          at::Tensor t = at::full({count}, group.rank() + 1.0f);
+          group.allreduce(t);
+          EXPECT_TRUE(t.eq(6.0f).all().item<bool>()) << count;
+        }
+      });
+}
+
 TEST(TcpCongestion, EveryRankFailsCreationWhenTheKernelRefusesTheAlgorithm) {
   try {
     testing::on_thread_ranks(
@@ -166,7 +210,8 @@ TEST(TcpCongestion, EveryRankFailsCreationWhenTheKernelRefusesTheAlgorithm) {
     ADD_FAILURE() << "nosuchcc was accepted";
   } catch (const InvalidArgumentError& e) {
     EXPECT_TRUE(contains(e.what(), "[rank 0/2] creating group")) << e.what();
-    EXPECT_TRUE(contains(e.what(), "RINGTORCH_TCP_CONGESTION=nosuchcc")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "ProcessGroupOptions::tcp_congestion=nosuchcc")) << e.what();
+    EXPECT_FALSE(contains(e.what(), "RINGTORCH_TCP_CONGESTION")) << e.what();
     EXPECT_EQ(e.site().rank, 0);
     EXPECT_EQ(e.site().peer, 1);
   }

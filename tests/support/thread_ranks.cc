@@ -11,15 +11,26 @@ namespace ringtorch::testing {
 
 void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body, std::chrono::milliseconds timeout,
                      ProcessGroupOptions options, const std::vector<std::string>& host_identities) {
+  on_thread_ranks_with_options(
+      n,
+      [&](int rank) {
+        ProcessGroupOptions mine = options;
+        if (!host_identities.empty()) mine.host_identity = host_identities[rank];
+        return mine;
+      },
+      body, timeout);
+}
+
+void on_thread_ranks_with_options(int n, const std::function<ProcessGroupOptions(int rank)>& options_of_rank,
+                                  const std::function<void(ProcessGroup&)>& body, std::chrono::milliseconds timeout) {
   auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       try {
-        ProcessGroupOptions mine = options;
+        ProcessGroupOptions mine = options_of_rank(r);
         mine.timeout = timeout;
-        if (!host_identities.empty()) mine.host_identity = host_identities[r];
         auto group = ProcessGroup::create(store, r, n, "127.0.0.1", mine);
         body(*group);
       } catch (...) {

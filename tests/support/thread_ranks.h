@@ -18,4 +18,10 @@ void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body,
                      ProcessGroupOptions options = {},
                      const std::vector<std::string>& host_identities = {});  // per rank, when given
 
+// The same with each rank's own options (a group whose ranks were configured differently);
+// `timeout` replaces each one's timeout.
+void on_thread_ranks_with_options(int n, const std::function<ProcessGroupOptions(int rank)>& options_of_rank,
+                                  const std::function<void(ProcessGroup&)>& body,
+                                  std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+
 }  // namespace ringtorch::testing
