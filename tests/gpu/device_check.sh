@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 6's checks on the GPU machine, in one prepared run (about 8 minutes at most), logs under
-# $OUT (six files: summary.txt, facts.log, build.log, tests.log, bench.log, train.log).
+# Issue 6's and issue 13's checks on the GPU machine, in one prepared run (steps 1-5 about 8
+# minutes, step 6 up to 5 more), logs under $OUT (summary.txt, facts.log, build.log, tests.log,
+# bench.log, train.log, hetero.log).
 #
 #   bash scripts/fetch_gpu_packages.sh             # on the development machine, once
 #   device run, carry [".gpu-packages"]:  bash tests/gpu/device_check.sh
@@ -13,9 +14,13 @@
 #    all-reduce against its bound (bench/cuda_allreduce_bound)
 # 5. trainings: 2 ranks sharing the GPU; one rank on the GPU and one on the CPU in one group;
 #    lenet and resnet20 against Python DDP (gloo) on the same GPU (bench/compare_training)
+# 6. ranks of unequal speed (issue 13): rank 0 on the GPU, rank 1 on one CPU thread, no quota:
+#    solo speeds, equal batches and --balance auto (bench/compare_hetero --fast-device cuda)
 #
 # Every step has its own time limit; a failed step is noted and the next one runs. DRY_RUN=1
 # stops after the configure step (for trying the script on a machine without a GPU).
+# DEVICE_CHECK_STEPS picks among steps 4-6 (default "tests train hetero"; e.g. "hetero" alone
+# for a second, shorter run: the build is then the only other step).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device-check-out}
@@ -26,6 +31,8 @@ prefix=${DEPS_PREFIX:-/tmp/ringtorch-deps}
 build=${BUILD_DIR:-$PWD/build-gpu}
 data=$packages/fashion-mnist
 start=$(date +%s)
+steps=" ${DEVICE_CHECK_STEPS:-tests train hetero} "
+wanted() { [[ "$steps" == *" $1 "* ]]; }
 
 note() { printf '[%4ss] %s\n' $(($(date +%s) - start)) "$*" | tee -a "$OUT/summary.txt"; }
 # step NAME LOG LIMIT_S COMMAND...: runs COMMAND with a time limit, appending its output to LOG.
@@ -97,32 +104,43 @@ step build build.log 300 cmake --build "$build" -j"$(nproc)" --target cuda_runti
 note "ringbench loads: $(ldd "$build/apps/ringbench" | grep -E 'gloo|torch_cpu' | awk '{print $1}' | tr '\n' ' ')"
 
 # --- 4. tests and collectives on CUDA tensors ---------------------------------------------------
-step cuda_runtime_test tests.log 120 "$build/tests/cuda_runtime_test"
-step cuda_process_group_test tests.log 180 "$build/tests/cuda_process_group_test"
-grep -hE '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/tests.log" | sort | uniq -c | while read -r line; do note "  $line"; done
-for op in allreduce broadcast allgather reduce_scatter; do
-  step "ringbench $op cuda" bench.log 60 "$build/apps/ringrun" --standalone --nproc_per_node 2 "$build/apps/ringbench" \
-    --op "$op" --device cuda --min-bytes 4 --max-bytes 64M --factor 16 --iters 10 --warmup 2 --check
-done
-step "64 MiB all-reduce vs bound" bench.log 120 bash bench/cuda_allreduce_bound --build "$build" --python "$python"
-note "bound: $(grep -m1 '"of_bound"' "$OUT/bench.log")"
+if wanted tests; then
+  step cuda_runtime_test tests.log 120 "$build/tests/cuda_runtime_test"
+  step cuda_process_group_test tests.log 180 "$build/tests/cuda_process_group_test"
+  grep -hE '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/tests.log" | sort | uniq -c | while read -r line; do note "  $line"; done
+  for op in allreduce broadcast allgather reduce_scatter; do
+    step "ringbench $op cuda" bench.log 60 "$build/apps/ringrun" --standalone --nproc_per_node 2 "$build/apps/ringbench" \
+      --op "$op" --device cuda --min-bytes 4 --max-bytes 64M --factor 16 --iters 10 --warmup 2 --check
+  done
+  step "64 MiB all-reduce vs bound" bench.log 120 bash bench/cuda_allreduce_bound --build "$build" --python "$python"
+  note "bound: $(grep -m1 '"of_bound"' "$OUT/bench.log")"
+fi
 
 # --- 5. trainings ------------------------------------------------------------------------------
-step "2 ranks sharing the GPU" train.log 120 "$build/apps/ringrun" --standalone --nproc_per_node 2 \
-  "$build/apps/ringtrain" --device cuda --model lenet --epochs 1 --data-dir "$data" --progress lines --log-interval 0
-note "  $(grep -m1 'Test accuracy' "$OUT/train.log")"
-mixed() {  # rank 0 on the GPU, rank 1 on the CPU, one group (env://)
-  local port
-  port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  for r in 0 1; do
-    RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      "$build/apps/ringtrain" --device "$([ $r = 0 ] && echo cuda || echo cpu)" --model lenet --epochs 1 \
-      --data-dir "$data" --progress off --log-interval 0 2>&1 | sed "s/^/[rank $r] /" &
-  done
-  wait
-}
-step "one GPU rank + one CPU rank" train.log 180 mixed
-step "lenet and resnet20 vs Python DDP on the GPU" train.log 240 bash bench/compare_training --device cuda \
-  --models "lenet resnet20" --world-sizes 2 --python "$python" --data-dir "$data" --build "$build"
-grep -A4 '^model' "$OUT/train.log" | while read -r line; do note "  $line"; done
+if wanted train; then
+  step "2 ranks sharing the GPU" train.log 120 "$build/apps/ringrun" --standalone --nproc_per_node 2 \
+    "$build/apps/ringtrain" --device cuda --model lenet --epochs 1 --data-dir "$data" --progress lines --log-interval 0
+  note "  $(grep -m1 'Test accuracy' "$OUT/train.log")"
+  mixed() {  # rank 0 on the GPU, rank 1 on the CPU, one group (env://)
+    local port
+    port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    for r in 0 1; do
+      RANK=$r LOCAL_RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        "$build/apps/ringtrain" --device "$([ $r = 0 ] && echo cuda || echo cpu)" --model lenet --epochs 1 \
+        --data-dir "$data" --progress off --log-interval 0 2>&1 | sed "s/^/[rank $r] /" &
+    done
+    wait
+  }
+  step "one GPU rank + one CPU rank" train.log 180 mixed
+  step "lenet and resnet20 vs Python DDP on the GPU" train.log 240 bash bench/compare_training --device cuda \
+    --models "lenet resnet20" --world-sizes 2 --python "$python" --data-dir "$data" --build "$build"
+  grep -A4 '^model' "$OUT/train.log" | while read -r line; do note "  $line"; done
+fi
+
+# --- 6. ranks of unequal speed -------------------------------------------------------------------
+if wanted hetero; then
+  step "GPU rank 0 + CPU rank 1: solo, equal, --balance auto" hetero.log 300 bash bench/compare_hetero \
+    --fast-device cuda --quotas none --models lenet --rounds 1 --data-dir "$data" --python "$python" --build "$build"
+  grep -A2 '^model' "$OUT/hetero.log" | while read -r line; do note "  $line"; done
+fi
 note "done"
