@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Issue 6's and issue 13's checks on the GPU machine, in one prepared run (steps 1-5 about 8
-# minutes, step 6 up to 5 more), logs under $OUT (summary.txt, facts.log, build.log, tests.log,
-# bench.log, train.log, hetero.log).
+# Issue 6's and issue 13's checks on the GPU machine, in two prepared runs (the device tool allows
+# 10 minutes a command): steps 1-5 (about 8 minutes), then DEVICE_CHECK_STEPS=hetero for step 6
+# (up to 5 more; steps 1-3 again, the build then incremental), logs under $OUT (summary.txt,
+# facts.log, build.log, tests.log, bench.log, train.log, hetero.log).
 #
 #   bash scripts/fetch_gpu_packages.sh             # on the development machine, once
 #   device run, carry [".gpu-packages"]:  bash tests/gpu/device_check.sh
@@ -19,8 +20,8 @@
 #
 # Every step has its own time limit; a failed step is noted and the next one runs. DRY_RUN=1
 # stops after the configure step (for trying the script on a machine without a GPU).
-# DEVICE_CHECK_STEPS picks among steps 4-6 (default "tests train hetero"; e.g. "hetero" alone
-# for a second, shorter run: the build is then the only other step).
+# DEVICE_CHECK_STEPS picks among steps 4-6: "tests" (4), "train" (5), "hetero" (6); default
+# "tests train". Steps 1-3 always run.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/device-check-out}
@@ -31,7 +32,13 @@ prefix=${DEPS_PREFIX:-/tmp/ringtorch-deps}
 build=${BUILD_DIR:-$PWD/build-gpu}
 data=$packages/fashion-mnist
 start=$(date +%s)
-steps=" ${DEVICE_CHECK_STEPS:-tests train hetero} "
+steps=" ${DEVICE_CHECK_STEPS:-tests train} "
+for s in $steps; do
+  case "$s" in
+    tests | train | hetero) ;;
+    *) echo "device_check: DEVICE_CHECK_STEPS: unknown step '$s' (tests, train, hetero)" >&2; exit 2 ;;
+  esac
+done
 wanted() { [[ "$steps" == *" $1 "* ]]; }
 
 note() { printf '[%4ss] %s\n' $(($(date +%s) - start)) "$*" | tee -a "$OUT/summary.txt"; }
@@ -140,7 +147,7 @@ fi
 # --- 6. ranks of unequal speed -------------------------------------------------------------------
 if wanted hetero; then
   step "GPU rank 0 + CPU rank 1: solo, equal, --balance auto" hetero.log 300 bash bench/compare_hetero \
-    --fast-device cuda --quotas none --models lenet --rounds 1 --data-dir "$data" --python "$python" --build "$build"
+    --fast-device cuda --quotas none --models lenet --rounds 1 --samples 57600 --data-dir "$data" --python "$python" --build "$build"
   grep -A2 '^model' "$OUT/hetero.log" | while read -r line; do note "  $line"; done
 fi
 note "done"
