@@ -3,7 +3,18 @@
 #   find_package(ringtorch) + target_link_libraries(app PRIVATE ringtorch::runtime)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS ringtorch_base ringtorch_rendezvous ringtorch_runtime ringtorch_training ringtorch_datasets ringtorch_models
+set(ringtorch_shared_libraries
+  ringtorch_base ringtorch_rendezvous ringtorch_runtime ringtorch_training ringtorch_datasets ringtorch_models)
+# Each library's SONAME carries the project's major.minor (libringtorch_runtime.so.0.1). A change
+# to the layout of a type in an installed header (ProcessGroupOptions grows a field) or to an
+# exported signature bumps the minor version in project(), so a program built against the old
+# one stops at start-up ("libringtorch_runtime.so.0.1: cannot open shared object file") instead
+# of reading the new layout wrongly; ringtorchConfigVersion.cmake (SameMinorVersion) agrees.
+set_target_properties(${ringtorch_shared_libraries} PROPERTIES
+  VERSION ${PROJECT_VERSION}
+  SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
+
+install(TARGETS ${ringtorch_shared_libraries}
   EXPORT ringtorchTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

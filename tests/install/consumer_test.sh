@@ -12,6 +12,16 @@ test -f "$work/prefix/lib/cmake/ringtorch/ringtorchConfig.cmake" || { echo "no r
 cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+# The libraries carry major.minor in their SONAME (cmake/Install.cmake), and what links to them
+# records that name: a program built against another minor version does not start.
+soname=$(readelf -d "$work/prefix/lib/libringtorch_runtime.so" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
+[[ "$soname" =~ ^libringtorch_runtime\.so\.[0-9]+\.[0-9]+$ ]] ||
+  { echo "libringtorch_runtime.so's SONAME is '$soname', not libringtorch_runtime.so.MAJOR.MINOR"; exit 1; }
+needed=$(readelf -d "$work/build/consumer" | sed -n 's/.*(NEEDED).*\[\(libringtorch_.*\)\]/\1/p')
+if [ -z "$needed" ] || grep -qvE '\.so\.[0-9]+\.[0-9]+$' <<<"$needed"; then
+  echo "the consumer should record ringtorch's libraries by versioned names; it records: ${needed:-none}"
+  exit 1
+fi
 "$work/build/consumer" "$work/store" | tee "$work/run.log"
 grep -q "consumer: rank 0/1, store says ok" "$work/run.log"
 echo "consumer project built and ran against the installed ringtorch"
