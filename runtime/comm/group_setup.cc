@@ -108,8 +108,8 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   mesh.store = c10::make_intrusive<c10d::PrefixStore>("gloo/" + settings.name, store);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(settings.timeout);
-  // Gloo's TCP transport only (the lane's test for it): other transports have no sockets.
-  const bool tune_sockets = size > 1 && SyncLane::supports(*choice.device);
+  // Gloo's TCP transport only: other transports have no sockets.
+  const bool tune_sockets = size > 1 && is_tcp_device(*choice.device);
   std::vector<int> sockets;
   std::vector<bool> on_this_kernel;
   connecting(rank, str_cat("connecting group '", settings.name, "' over ", choice.why), prefix,

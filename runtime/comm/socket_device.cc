@@ -120,4 +120,8 @@ DeviceChoice make_device(const std::string& transport, const std::string& iface,
 #endif
 }
 
+bool is_tcp_device(const gloo::transport::Device& device) {
+  return dynamic_cast<const gloo::transport::tcp::Device*>(&device) != nullptr;
+}
+
 }  // namespace ringtorch

@@ -1,6 +1,5 @@
 #include "runtime/comm/sync_lane.h"
 
-#include <gloo/transport/tcp/device.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -19,6 +18,7 @@
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/pair_sockets.h"
+#include "runtime/comm/socket_device.h"
 #include "runtime/comm/tag_space.h"
 
 namespace ringtorch {
@@ -49,9 +49,7 @@ bool SyncLane::holds_a_message(size_t send_buffer_bytes, size_t receive_buffer_b
   return send_buffer_bytes + receive_buffer_bytes / 2 >= 2 * kCapacity;
 }
 
-bool SyncLane::supports(const gloo::transport::Device& device) {
-  return dynamic_cast<const gloo::transport::tcp::Device*>(&device) != nullptr;
-}
+bool SyncLane::supports(const gloo::transport::Device& device) { return is_tcp_device(device); }
 
 std::unique_ptr<SyncLane> SyncLane::connect(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                             std::shared_ptr<gloo::transport::Device> device,

@@ -93,6 +93,22 @@ std::string apply(gloo::Context& context, c10d::Store& store, SocketSendBuffer::
                             "RINGTORCH_SOCKET_SNDBUF");
 }
 
+// A transport without sockets (as ibverbs is): the group must neither tune nor read its pairs.
+class SocketlessDevice : public gloo::transport::Device {
+ public:
+  std::string str() const override { return "socketless"; }
+  const std::string& getPCIBusID() const override { return bus_id_; }
+  std::shared_ptr<gloo::transport::Context> createContext(int, int) override { return nullptr; }
+
+ private:
+  std::string bus_id_;
+};
+
+TEST(SocketDevice, OnlyGloosTcpTransportCountsAsTcp) {
+  EXPECT_TRUE(is_tcp_device(*make_tcp_device("", "").device));
+  EXPECT_FALSE(is_tcp_device(SocketlessDevice()));
+}
+
 TEST(SocketSendBuffer, ParsesAutoKernelAndByteCounts) {
   const std::string what = "environment variable RINGTORCH_SOCKET_SNDBUF";
   EXPECT_EQ(SocketSendBuffer{}.mode, SocketSendBuffer::Mode::kKernel);
