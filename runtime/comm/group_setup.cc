@@ -152,12 +152,20 @@ void creation_allreduce(const GroupMesh& mesh, int32_t* values, size_t count, Re
   try {
     allreduce_buffer(mesh.context, values, count, sizeof(int32_t), reduce_function(op, at::kInt),
                      AllreduceAlgorithm::kDirect, kCreationTag, settings.timeout, scratch);
-  } catch (const Error& e) {
-    std::rethrow_exception(
-        operation_failure(e.kind(), step, e.what(), "", settings.timeout, {site.rank, e.site().peer, step}));
   } catch (const std::exception& e) {
-    std::rethrow_exception(
-        operation_failure(read_gloo_failure(e.what()).kind, step, e.what(), "", settings.timeout, site));
+    // Gloo's words, or ringtorch's own all-reduce passing them on. Where the error does not name
+    // the peer, the store does, as for a failed collective (process_group.cc): a peer that
+    // stopped creation early (a setting its kernel refused) closes its sockets, and this rank
+    // learns it here.
+    const auto* typed = dynamic_cast<const Error*>(&e);
+    const GlooFailure failure = read_gloo_failure(e.what());
+    FailedPeer peer{typed ? typed->site().peer : -1, ""};
+    if (peer.rank < 0) {
+      peer = name_failed_peer(mesh.store, site.rank, mesh.context->size, failure.peer_address, step,
+                              std::min(settings.timeout, kRollCallWindow));
+    }
+    std::rethrow_exception(operation_failure(typed ? typed->kind() : failure.kind, step, e.what(), peer.clause,
+                                             settings.timeout, {site.rank, peer.rank, step}));
   }
 }
 
