@@ -8,8 +8,10 @@ set(ringtorch_shared_libraries
 # Each library's SONAME carries the project's major.minor (libringtorch_runtime.so.0.1). A change
 # to the layout of a type in an installed header (ProcessGroupOptions grows a field) or to an
 # exported signature bumps the minor version in project(), so a program built against the old
-# one stops at start-up ("libringtorch_runtime.so.0.1: cannot open shared object file") instead
-# of reading the new layout wrongly; ringtorchConfigVersion.cmake (SameMinorVersion) agrees.
+# one never loads the new libraries: it runs on its own .so.0.1 where that is still installed,
+# and stops at start-up where it is not ("libringtorch_runtime.so.0.1: cannot open shared object
+# file") instead of reading the new layout wrongly; ringtorchConfigVersion.cmake
+# (SameMinorVersion) agrees.
 set_target_properties(${ringtorch_shared_libraries} PROPERTIES
   VERSION ${PROJECT_VERSION}
   SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})

@@ -13,7 +13,10 @@
 //                     transport alone and the ranks agreed on it
 //
 // Every step either succeeds on every rank or fails on every rank within the timeout, with an
-// error that names the rank, the group and the step.
+// error that names the rank, the group and the step. A rank that stops creation early (a
+// socket setting its kernel refused) closes its sockets: its peers then fail at the next step,
+// naming it as the peer they lost (up to kRollCallWindow more to find out which, where Gloo's
+// message does not say).
 #pragma once
 
 #include <gloo/context.h>

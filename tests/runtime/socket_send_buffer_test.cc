@@ -2,7 +2,7 @@
 // peers share this kernel (runtime/comm/peer_kernels.h). Two levels: apply_send_buffers on bare
 // Gloo contexts over loopback, with the kernel identities given per rank and every socket's
 // SO_SNDBUF read back; and whole groups (ranks as threads, shared memory off), whose path line
-// reports what the kernel granted.
+// reports what the kernel granted. Also which Gloo devices count as TCP (socket_device.h).
 #include "runtime/comm/socket_send_buffer.h"
 
 #include <ATen/ATen.h>
