@@ -41,10 +41,13 @@ ReduceFunction for_type(ReduceOp op) {
       return elementwise<T>([](T a, T b) { return a + b; });
     case ReduceOp::kProduct:
       return elementwise<T>([](T a, T b) { return a * b; });
+    // A NaN on any rank wins, as in at::minimum / at::maximum: `b < a ? b : a` alone (Gloo's
+    // std::min) keeps a NaN only when it is the accumulator, so whether one rank's NaN survived
+    // depended on its place in the reduction order. (x != x: NaN; never true for integers.)
     case ReduceOp::kMin:
-      return elementwise<T>([](T a, T b) { return b < a ? b : a; });
+      return elementwise<T>([](T a, T b) { return (b < a || b != b) ? b : a; });
     case ReduceOp::kMax:
-      return elementwise<T>([](T a, T b) { return a < b ? b : a; });
+      return elementwise<T>([](T a, T b) { return (a < b || b != b) ? b : a; });
   }
   return {};
 }

@@ -1,4 +1,5 @@
-// Reduction operations, as torch.distributed.ReduceOp.
+// Reduction operations, as torch.distributed.ReduceOp. kMin and kMax give NaN wherever any rank
+// holds one (as at::minimum / at::maximum), whatever the ranks' order.
 #pragma once
 
 namespace ringtorch {

@@ -5,8 +5,10 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -105,6 +107,42 @@ TEST(ProcessGroup, EveryAllreduceAlgorithmGivesEveryRankTheSameBits) {
                 ASSERT_TRUE(at::equal(everyone_result.narrow(0, r * count, count), sum))
                     << allreduce_algorithm_name(algorithm) << ": rank " << r << " differs from rank " << group.rank()
                     << " (world " << world << ", count " << count << ")";
+              }
+            }
+          },
+          milliseconds(30000), options);
+    }
+  }
+}
+
+// A NaN held by any one rank comes out of min and max on every rank, whatever the algorithm and
+// that rank's place in the reduction order (Gloo's own std::min keeps only the accumulator's).
+TEST(ProcessGroup, MinAndMaxGiveNaNWhereAnyRankHoldsOne) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves, AllreduceAlgorithm::kRing,
+                         AllreduceAlgorithm::kBcube}) {
+    for (int world : {2, 3}) {
+      ProcessGroupOptions options;
+      options.allreduce_algorithm = algorithm;
+      on_ranks(
+          world,
+          [&](ProcessGroup& group) {
+            for (auto dtype : {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16}) {
+              for (int64_t count : {int64_t{4}, int64_t{1} << 16}) {
+                // Element r holds NaN on rank r only (the last element on no rank); the rest rank + 1.
+                at::Tensor input = at::full({count}, group.rank() + 1.0f);
+                input[group.rank()] = nan;
+                for (auto op : {ReduceOp::kMin, ReduceOp::kMax}) {
+                  at::Tensor t = input.to(dtype, /*non_blocking=*/false, /*copy=*/true);  // float: not in place
+                  group.allreduce(t, op);
+                  at::Tensor got = t.to(at::kFloat);
+                  const std::string what =
+                      str_cat(allreduce_algorithm_name(algorithm), " world ", world, " ", reduce_op_name(op), " ",
+                              c10::toString(dtype), " count ", count, " rank ", group.rank());
+                  for (int r = 0; r < world; ++r)
+                    ASSERT_TRUE(std::isnan(got[r].item<float>())) << what << " element " << r;
+                  ASSERT_EQ(got[count - 1].item<float>(), op == ReduceOp::kMin ? 1.0f : float(world)) << what;
+                }
               }
             }
           },
