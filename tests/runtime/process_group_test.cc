@@ -30,6 +30,9 @@ void on_ranks(int n, const std::function<void(ProcessGroup&)>& body, millisecond
 const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf, at::kBFloat16,
                                              at::kInt,   at::kLong,   at::kByte};
 const std::vector<int64_t> kCounts = {0, 1, 7, 1000, 1 << 16};
+// Every algorithm a group can be told to use instead of auto's choice.
+const std::vector<AllreduceAlgorithm> kForcedAlgorithms = {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves,
+                                                           AllreduceAlgorithm::kRing, AllreduceAlgorithm::kBcube};
 
 // Rank r's input: element i holds 1 + (r + i) % 2 (small values, exact in every dtype, and
 // products of up to 8 of them stay exact).
@@ -83,8 +86,7 @@ TEST(ProcessGroup, AllreduceEveryOpDtypeAndCountAtWorldSizes1To8) {
 // Every algorithm, forced, at sizes on both sides of auto's thresholds: random floats (so the
 // order of additions shows), results close to the exact sum and bit-identical on every rank.
 TEST(ProcessGroup, EveryAllreduceAlgorithmGivesEveryRankTheSameBits) {
-  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves, AllreduceAlgorithm::kRing,
-                         AllreduceAlgorithm::kBcube}) {
+  for (auto algorithm : kForcedAlgorithms) {
     for (int world : {2, 3, 4}) {
       ProcessGroupOptions options;
       options.allreduce_algorithm = algorithm;
@@ -119,8 +121,7 @@ TEST(ProcessGroup, EveryAllreduceAlgorithmGivesEveryRankTheSameBits) {
 // that rank's place in the reduction order (Gloo's own std::min keeps only the accumulator's).
 TEST(ProcessGroup, MinAndMaxGiveNaNWhereAnyRankHoldsOne) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves, AllreduceAlgorithm::kRing,
-                         AllreduceAlgorithm::kBcube}) {
+  for (auto algorithm : kForcedAlgorithms) {
     for (int world : {2, 3}) {
       ProcessGroupOptions options;
       options.allreduce_algorithm = algorithm;
