@@ -386,7 +386,10 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
       epoch_samples = trained_before + static_cast<int64_t>(mine.size()) * world;
     }
     auto step_indices = [&](int64_t step) {
-      if (weighted) return weighted_sampler->step_indices(step);
+      if (weighted) {
+        weighted_sampler->set_split(balancer->next_step_split());  // a probe's trial: every other step
+        return weighted_sampler->step_indices(step);
+      }
       const size_t start = static_cast<size_t>(step * o.batch_size);
       return std::vector<int64_t>(mine.begin() + start, mine.begin() + std::min(mine.size(), start + o.batch_size));
     };

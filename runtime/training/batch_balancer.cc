@@ -52,11 +52,16 @@ BatchBalancer::BatchBalancer(ProcessGroup& group, int64_t global_batch, std::vec
 
 void BatchBalancer::record_step(double compute_seconds, double step_seconds, int64_t samples) {
   ++steps_recorded_;
+  const bool on_trial = trial_ && trial_steps_++ % 2 == 1;  // as next_step_split() said before it
   if (steps_recorded_ <= settings_.warmup_steps) return;
   ++steps_measured_;
   compute_seconds_ += std::max(compute_seconds, 0.0);
   step_seconds_ += std::max(step_seconds, 0.0);
   samples_ += samples;
+  if (on_trial) {
+    trial_step_seconds_ += std::max(step_seconds, 0.0);
+    trial_samples_ += samples;
+  }
 }
 
 bool BatchBalancer::due_after_step(int64_t steps_run) const {
@@ -133,7 +138,7 @@ bool BatchBalancer::consider_sitting_out(const std::vector<double>& compute, con
   std::fill(previous_samples_.begin(), previous_samples_.end(), 0.0);
   // The others start over: the model all the way, then probes among them.
   model_steps_ = 0;
-  model_content_ = probing_ = tried_other_direction_ = kept_at_this_size_ = false;
+  model_content_ = trial_ = tried_other_direction_ = kept_at_this_size_ = false;
   probe_direction_ = 1;
   probe_size_ = training.size() > 2 ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
   sit_out_reason_ = str_cat("; rank ", bench, " sits out: ", why);
@@ -157,28 +162,44 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   steps_measured_ = 0;
   sit_out_reason_.clear();
   const int world = group.size();
-  // Compute seconds, step seconds and samples of every rank, in one all-gather.
-  at::Tensor mine = at::tensor({compute_seconds_, step_seconds_, static_cast<double>(samples_)}, at::kDouble);
-  at::Tensor all = at::empty({3 * world}, at::kDouble);
+  // Compute seconds, step seconds and samples of every rank, then the step seconds and samples
+  // of the trial's steps among them, in one all-gather.
+  constexpr int kValues = 5;
+  at::Tensor mine = at::tensor({compute_seconds_, step_seconds_, static_cast<double>(samples_), trial_step_seconds_,
+                                static_cast<double>(trial_samples_)},
+                               at::kDouble);
+  at::Tensor all = at::empty({kValues * world}, at::kDouble);
   group.allgather(mine, all);
-  compute_seconds_ = step_seconds_ = 0;
-  samples_ = 0;
+  compute_seconds_ = step_seconds_ = trial_step_seconds_ = 0;
+  samples_ = trial_samples_ = 0;
   const double* v = all.data_ptr<double>();
   // Per rank (those that sit out keep 0): compute seconds per sample, and per-step means.
   std::vector<double> seconds_per_sample(static_cast<size_t>(world), 0), compute(seconds_per_sample),
       samples_per_step(seconds_per_sample);
   const std::vector<int> training = training_ranks();
-  double samples = 0, step_seconds = 0;
+  // Step seconds: the slowest rank's (every step waits for it). A trial's steps and the others
+  // are measured in the same way, apart.
+  double samples = 0, step_seconds = 0, trial_samples = 0, trial_step_seconds = 0, other_step_seconds = 0;
   for (int r : training) {
-    if (v[3 * r + 2] <= 0 || v[3 * r] <= 0) return false;  // a rank measured nothing: keep the split
-    seconds_per_sample[r] = v[3 * r] / v[3 * r + 2];
-    compute[r] = v[3 * r] / steps;
-    samples_per_step[r] = v[3 * r + 2] / steps;
-    samples += v[3 * r + 2];
-    step_seconds = std::max(step_seconds, v[3 * r + 1]);
+    const double* mine_of = v + kValues * r;
+    if (mine_of[2] <= 0 || mine_of[0] <= 0) {  // a rank measured nothing: keep the split
+      trial_ = false;
+      return false;
+    }
+    seconds_per_sample[r] = mine_of[0] / mine_of[2];
+    compute[r] = mine_of[0] / steps;
+    samples_per_step[r] = mine_of[2] / steps;
+    samples += mine_of[2];
+    step_seconds = std::max(step_seconds, mine_of[1]);
+    trial_samples += mine_of[4];
+    trial_step_seconds = std::max(trial_step_seconds, mine_of[3]);
+    other_step_seconds = std::max(other_step_seconds, mine_of[1] - mine_of[3]);
   }
   last_step_seconds_ = step_seconds / steps;
   const double throughput = samples / step_seconds;
+  // On trial: the throughput of the trial's steps and of the others (0 when one kind is missing).
+  const double trial_throughput = trial_step_seconds > 0 ? trial_samples / trial_step_seconds : 0;
+  const double other_throughput = other_step_seconds > 0 ? (samples - trial_samples) / other_step_seconds : 0;
   size_t fastest = static_cast<size_t>(training.front()), slowest = fastest;
   for (int r : training) {
     if (seconds_per_sample[r] < seconds_per_sample[fastest]) fastest = static_cast<size_t>(r);
@@ -187,30 +208,31 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
   measured_ratio_ = seconds_per_sample[slowest] / seconds_per_sample[fastest];
   // 3. first: a rank that only slows the job sits out, whatever was on trial. The throughput
   // test (b) waits for a split that follows the measured speeds (the model content: this
-  // interval ran on its split or on a probe from it; a probe's own is the better of the two).
-  const double balanced = !model_content_ ? 0 : probing_ ? std::max(throughput, throughput_before_probe_) : throughput;
+  // interval ran on its split, or on it and a trial from it: the better of the two).
+  const double balanced = !model_content_ ? 0 : trial_ ? std::max(trial_throughput, other_throughput) : throughput;
   if (consider_sitting_out(compute, samples_per_step, balanced)) return true;
   previous_compute_ = compute;
   previous_samples_ = samples_per_step;
   if (training.size() < 2) return false;
 
-  if (probing_) {  // the last decision was a probe: keep it if it paid
-    probing_ = false;
-    if (throughput > throughput_before_probe_ * (1 + settings_.probe_gain)) {
+  if (trial_) {  // keep the trial's split if its steps paid, then start the next trial
+    trial_ = false;
+    bool changed = false;
+    if (trial_throughput > other_throughput * (1 + settings_.probe_gain) && other_throughput > 0) {
       kept_at_this_size_ = true;
-      return false;
-    }
-    // Back. Then: after moves that paid, a smaller one the same way; before any, the other
-    // way at the same size; the other way tried too, a smaller one.
-    if (kept_at_this_size_ || tried_other_direction_) {
+      changed = apply(trial_split_);
+    } else if (kept_at_this_size_ || tried_other_direction_) {
+      // After moves that paid, a smaller one the same way; the other way tried too, a smaller
+      // one from the first way.
       probe_size_ /= 2;
       if (tried_other_direction_) probe_direction_ = 1;
       tried_other_direction_ = kept_at_this_size_ = false;
-    } else {
+    } else {  // before any paid: the other way at the same size
       tried_other_direction_ = true;
       probe_direction_ = -probe_direction_;
     }
-    return apply(before_probe_);
+    start_trial(slowest, fastest);
+    return changed;
   }
   // 1. Model: until it is content; once settled, again at each call (an epoch end), for drift.
   if (!model_content_ || settled()) {
@@ -235,23 +257,26 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
     }
     model_content_ = true;
   }
-  // 2. Probe: a few samples from the rank slowest per sample to the fastest (direction +1), or
-  // back the other way (-1) after that did not pay.
-  if (settled()) return false;
+  start_trial(slowest, fastest);
+  return false;
+}
+
+void BatchBalancer::start_trial(size_t slowest, size_t fastest) {
+  // 2. A few samples from the rank slowest per sample to the fastest (direction +1), or back
+  // the other way (-1) after that did not pay.
+  if (settled()) return;
   size_t from = slowest, to = fastest;
   if (probe_direction_ < 0) std::swap(from, to);
   const int64_t size = std::min(probe_size_, split_[from] - 1);
   if (from == to || size < 1) {
     probe_size_ = 0;
-    return false;
+    return;
   }
-  before_probe_ = split_;
-  throughput_before_probe_ = throughput;
-  std::vector<int64_t> probe = split_;
-  probe[from] -= size;
-  probe[to] += size;
-  probing_ = true;
-  return apply(probe);
+  trial_split_ = split_;
+  trial_split_[from] -= size;
+  trial_split_[to] += size;
+  trial_ = true;
+  trial_steps_ = 0;
 }
 
 std::string BatchBalancer::describe() const {

@@ -12,12 +12,17 @@
 //     the weights are normalised again (bound); the split changes only when some rank's batch moves by more than 2% of
 //     B (hysteresis), so that noise does not make it oscillate.
 //  2. Probe: once the model is content (it is then left alone until settled, so that it does
-//     not undo the probes), move a few samples (8% of B) from the rank slowest per sample to
-//     the fastest, and keep the move only if the next interval's throughput (samples per
-//     second of step time) is 3% higher, then move again; else go back, and try half the size
-//     (after moves that paid; the same way) or the other direction (before any; after both,
-//     half the size from the first way again). When the size reaches zero
-//     the balancer is settled. The model
+//     not undo the probes), try moving a few samples (8% of B) from the rank slowest per sample
+//     to the fastest: for the next interval, every other step trains on the moved split (the
+//     trial) and the rest on the current one, and the move is kept only if the trial's steps
+//     had 3% more throughput (samples per second of step time) than the others. Alternating
+//     within one interval, as the benches alternate rounds, makes the comparison blind to the
+//     machine's own swings: on the VMs this was measured on, a whole machine's speed moved by
+//     20% between two intervals, far more than the 3% a probe decides on (docs/benchmarks.md,
+//     "Two ranks of equal speed"). The next trial starts at once: after one that paid, the
+//     same size the same way; after one that did not, half the size the same way (when one of
+//     this size paid) or the same size the other way (when none had; after both ways, half the
+//     size from the first way). When the size reaches zero the balancer is settled. The model
 //     alone is blind to costs that depend on the split other than compute: a rank limited by
 //     a CPU quota (a container) that runs out of it inside the collectives makes every rank
 //     wait, the longer the more samples it takes.
@@ -43,7 +48,7 @@
 //   ringtorch::BatchBalancer balancer(group, 64, std::vector<double>(group.size(), 1.0), /*automatic=*/true,
 //                                     c10::Device(c10::kCPU));
 //   for (int64_t step = 0; step < steps; ++step) {
-//     const int64_t mine = balancer.split()[group.rank()];  // 0 while it sits out (see 3.)
+//     const int64_t mine = balancer.next_step_split()[group.rank()];  // 0 while it sits out (see 3.)
 //     const double compute = train_step(mine);  // its compute seconds (the step took as long)
 //     balancer.record_step(compute, compute, mine);
 //     if (balancer.due_after_step(step + 1) && balancer.rebalance(group) && group.rank() == 0)
@@ -89,7 +94,13 @@ class BatchBalancer {
                 c10::Device device, BalanceSettings settings = {});
 
   int64_t global_batch() const { return global_batch_; }
+  // The split the balancer stands at (reports, checkpoints, describe()).
   const std::vector<int64_t>& split() const { return split_; }
+  // The split the next step trains on: split(), or on every other step of a probe's trial
+  // (2.) the trial's. Every rank gets the same, as long as every rank records the same steps.
+  const std::vector<int64_t>& next_step_split() const {
+    return trial_ && trial_steps_ % 2 == 1 ? trial_split_ : split_;
+  }
   const std::vector<double>& weights() const { return weights_; }
   bool automatic() const { return automatic_; }
   bool settled() const { return probe_size_ == 0; }
@@ -102,9 +113,9 @@ class BatchBalancer {
   // how long a rank that sits out may expect each step of the others to take, at most.
   double last_step_seconds() const { return last_step_seconds_; }
 
-  // Local: one training step's compute seconds (waits excluded) and wall seconds, on `samples`.
-  // A rank that sits out records (0, 0, 0) for each step the others train, so that every rank
-  // counts the same steps.
+  // Local: one training step's compute seconds (waits excluded) and wall seconds, on `samples`,
+  // trained on next_step_split(). A rank that sits out records (0, 0, 0) for each step the
+  // others train, so that every rank counts the same steps.
   void record_step(double compute_seconds, double step_seconds, int64_t samples);
   // Whether to call rebalance() after the run's `steps_run`-th step: every `interval` steps
   // after the warm-up until settled, none while a rank sits out. The same on every rank (it
@@ -112,7 +123,7 @@ class BatchBalancer {
   bool due_after_step(int64_t steps_run) const;
   // Collective (see above), except when fewer than `interval` steps were measured since the
   // last decision: then it returns false at once on every rank and keeps measuring. Returns
-  // true when the split changed; false without `automatic`.
+  // true when split() changed (a trial starting is not a change); false without `automatic`.
   bool rebalance(ProcessGroup& group);
 
   // "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.1x)": the split, and after a rebalance the
@@ -122,6 +133,9 @@ class BatchBalancer {
 
  private:
   bool apply(const std::vector<int64_t>& split);
+  // 2.: starts the next trial from split(), moving samples from `slowest` to `fastest` (per
+  // sample) or back, per probe_direction_; settles when there is nothing left to move.
+  void start_trial(size_t slowest, size_t fastest);
   // 3.: benches one rank when the fit says so; `compute`/`samples`: this interval's per-step
   // means per rank. Returns whether it did.
   // `balanced_throughput`: the job's samples per second at a split that follows the measured
@@ -139,16 +153,18 @@ class BatchBalancer {
   int model_steps_ = 0;
   bool model_content_ = false;          // the model's last step did not move the split
   int64_t probe_size_ = 0;              // samples per probe; 0: settled
-  bool probing_ = false;                // the last decision was a probe, on trial
+  bool trial_ = false;                  // a probe is on trial, on every other step
+  std::vector<int64_t> trial_split_;    // its split
+  int64_t trial_steps_ = 0;             // steps recorded since it started (odd ones: the trial's)
   int probe_direction_ = 1;             // +1: from the slowest rank per sample to the fastest
   bool tried_other_direction_ = false;  // at this probe size
   bool kept_at_this_size_ = false;      // a probe of this size paid
-  std::vector<int64_t> before_probe_;   // the split it started from
-  double throughput_before_probe_ = 0;
   int64_t steps_recorded_ = 0;
   int64_t steps_measured_ = 0;                     // since the last decision, after the warm-up
   double compute_seconds_ = 0, step_seconds_ = 0;  // since the last rebalance, after the warm-up
   int64_t samples_ = 0;
+  double trial_step_seconds_ = 0;  // the part of step_seconds_ and samples_ on the trial's steps
+  int64_t trial_samples_ = 0;
   std::vector<bool> sitting_out_;         // per rank
   std::vector<double> previous_compute_;  // per rank: the last interval's mean step compute...
   std::vector<double> previous_samples_;  // ...and samples per step (0: none yet)

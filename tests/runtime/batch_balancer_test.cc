@@ -33,7 +33,7 @@ TEST(BatchBalancer, RanksAgreeOnTheSplitOfTheirMeasuredSpeeds) {
     const double per_sample = group.rank() == 0 ? 0.001 : 0.003;
     int64_t step = 0;
     for (; !balancer.due_after_step(step); ++step) {
-      const int64_t mine = balancer.split()[static_cast<size_t>(group.rank())];
+      const int64_t mine = balancer.next_step_split()[static_cast<size_t>(group.rank())];
       // The warm-up steps are slow (ignored); the rest take per_sample each.
       const double seconds = step < 2 ? 1.0 : per_sample * mine;
       balancer.record_step(seconds, seconds, mine);
@@ -42,36 +42,50 @@ TEST(BatchBalancer, RanksAgreeOnTheSplitOfTheirMeasuredSpeeds) {
     EXPECT_TRUE(balancer.rebalance(group));
     EXPECT_EQ(balancer.split(), (std::vector<int64_t>{48, 16}));
     EXPECT_EQ(balancer.describe(), "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.0x)");
-    // The same speeds again: the model is content, so a probe moves 5 samples (8% of 64) from
-    // the rank slowest per sample to the fastest...
-    const auto window = [&](double wall) {
+    // From here a step's wall time is the job's at the split it trained on (best at 53/11), times
+    // the machine's own speed in that interval, which swings as this VM's did.
+    const std::vector<int64_t> best{53, 11};
+    std::vector<std::vector<int64_t>> trained;  // the splits of the last window's steps
+    const auto window = [&](double machine) {
+      trained.clear();
       for (int i = 0; i < 4; ++i) {
-        const int64_t mine = balancer.split()[static_cast<size_t>(group.rank())];
-        balancer.record_step(per_sample * mine, wall, mine);
+        const std::vector<int64_t> split = balancer.next_step_split();
+        trained.push_back(split);
+        const int64_t mine = split[static_cast<size_t>(group.rank())];
+        balancer.record_step(per_sample * mine, machine * (split == best ? 0.050 : 0.060), mine);
       }
     };
-    window(0.060);
-    EXPECT_TRUE(balancer.rebalance(group));
-    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{53, 11}));
-    // ...which is kept when throughput rose by more than 3% (the same samples in less time),
-    // and followed by another the same way...
-    window(0.050);
+    // The same speeds again: the model is content, so a trial moves 5 samples (8% of 64) from
+    // the rank slowest per sample to the fastest, on every other step; the split stands.
+    window(1.0);
     EXPECT_FALSE(balancer.rebalance(group));
-    window(0.050);
-    EXPECT_TRUE(balancer.rebalance(group));
-    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{58, 6}));
-    // ...undone when it did not pay; then smaller probes, both ways, each undone while none
-    // pays, until the balancer settles where the best throughput was.
-    const std::vector<int64_t> best{53, 11};
-    window(0.060);
+    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{48, 16}));
+    window(1.0);
+    const std::vector<std::vector<int64_t>> alternating{{48, 16}, {53, 11}, {48, 16}, {53, 11}};
+    EXPECT_EQ(trained, alternating);
+    // Its steps had more throughput than the others (the same samples in less time): kept, and
+    // the next trial goes the same way.
     EXPECT_TRUE(balancer.rebalance(group));
     EXPECT_EQ(balancer.split(), best);
+    EXPECT_EQ(balancer.describe(), "rank 0 cpu 53/64, rank 1 cpu 11/64 (measured 3.0x)");
+    // A trial that does not pay is not kept, even in an interval where the whole machine ran
+    // 20% faster than in the one before: it is judged against the steps beside it.
+    window(0.8);
+    const std::vector<std::vector<int64_t>> further{{53, 11}, {58, 6}, {53, 11}, {58, 6}};
+    EXPECT_EQ(trained, further);
+    EXPECT_FALSE(balancer.rebalance(group));
+    EXPECT_EQ(balancer.split(), best);
+    // Smaller trials, both ways, none paying, until the balancer settles where the best
+    // throughput was, whatever the machine's swings.
+    const double swings[] = {1.25, 0.8, 1.1, 0.9};
     for (int decision = 0; decision < 12 && !balancer.settled(); ++decision) {
-      window(balancer.split() == best ? 0.050 : 0.060);
-      balancer.rebalance(group);
+      window(swings[decision % 4]);
+      EXPECT_FALSE(balancer.rebalance(group));
     }
     EXPECT_TRUE(balancer.settled());
     EXPECT_EQ(balancer.split(), best);
+    window(1.0);
+    EXPECT_EQ(trained, std::vector<std::vector<int64_t>>(4, best));
   });
 }
 
@@ -98,7 +112,7 @@ TEST(BatchBalancer, ARankThatOnlySlowsTheJobSitsOut) {
       };
       auto window = [&] {
         for (int i = 0; i < 4; ++i) {
-          const int64_t mine = balancer.sits_out(group.rank()) ? 0 : balancer.split()[group.rank()];
+          const int64_t mine = balancer.sits_out(group.rank()) ? 0 : balancer.next_step_split()[group.rank()];
           const double wall = kind == Kind::kStalling && !balancer.anyone_sits_out() ? 0.020 : compute(mine);
           balancer.record_step(compute(mine), wall, mine);
         }
