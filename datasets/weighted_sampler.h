@@ -2,8 +2,9 @@
 // the next `global_batch` indices of the epoch's order (epoch_order(): the same shuffle as
 // DistributedSampler), and rank r takes a contiguous part of them, b_r = split[r] (from
 // split_global_batch); so every rank runs the same number of steps, no index is read twice in
-// an epoch, and the split may change between any two steps (ringtrain's --balance auto does,
-// once after a warm-up and then at epoch ends) without changing which indices the epoch reads.
+// an epoch, and the split may change between any two steps (ringtrain's --balance auto does, at
+// its decisions and on every other step while it tries a split) without changing which indices
+// the epoch reads.
 //
 // The tail, as DistributedSampler: drop_last drops the last size % global_batch indices
 // (steps = size / global_batch); otherwise the order is padded by repeating its first indices

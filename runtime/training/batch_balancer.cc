@@ -222,10 +222,10 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
       kept_at_this_size_ = true;
       changed = apply(trial_split_);
     } else if (kept_at_this_size_ || tried_other_direction_) {
-      // After moves that paid, a smaller one the same way; the other way tried too, a smaller
-      // one from the first way.
+      // After moves that paid, a smaller one the same way; both ways tried and none paid, a
+      // smaller one from the first way.
       probe_size_ /= 2;
-      if (tried_other_direction_) probe_direction_ = 1;
+      if (!kept_at_this_size_) probe_direction_ = 1;
       tried_other_direction_ = kept_at_this_size_ = false;
     } else {  // before any paid: the other way at the same size
       tried_other_direction_ = true;

@@ -17,15 +17,17 @@
 //     trial) and the rest on the current one, and the move is kept only if the trial's steps
 //     had 3% more throughput (samples per second of step time) than the others. Alternating
 //     within one interval, as the benches alternate rounds, makes the comparison blind to the
-//     machine's own swings: on the VMs this was measured on, a whole machine's speed moved by
-//     20% between two intervals, far more than the 3% a probe decides on (docs/benchmarks.md,
-//     "Two ranks of equal speed"). The next trial starts at once: after one that paid, the
-//     same size the same way; after one that did not, half the size the same way (when one of
-//     this size paid) or the same size the other way (when none had; after both ways, half the
-//     size from the first way). When the size reaches zero the balancer is settled. The model
-//     alone is blind to costs that depend on the split other than compute: a rank limited by
-//     a CPU quota (a container) that runs out of it inside the collectives makes every rank
-//     wait, the longer the more samples it takes.
+//     machine's swings that last longer than two steps: on the VMs this was measured on, a whole
+//     machine's speed moved by 20% between two intervals, far more than the 3% a probe decides
+//     on (docs/benchmarks.md, "Two ranks of equal speed"). What carries over from one step to
+//     the next is shared out between both kinds of step instead, and so weighs less in the
+//     verdict: a CPU quota whose period is longer than a step (containers default to 100 ms;
+//     the benches use 4 ms) may throttle a trial's excess in the step after it. The next trial starts at once: after
+//     one that paid, the same size the same way; after one that did not, half the size the same way (when one of this
+//     size paid) or the same size the other way (when none had; after both ways, half the size from the first way).
+//     When the size reaches zero the balancer is settled. The model alone is blind to costs that depend on the split
+//     other than compute: a rank limited by a CPU quota (a container) that runs out of it inside the collectives makes
+//     every rank wait, the longer the more samples it takes.
 //  3. Sit out: a rank can slow the job more than its samples are worth: every step waits for
 //     its fixed per-step work (the forward and backward over all the weights, the optimizer,
 //     its part of the collectives), and a rank held to a CPU quota stalls the others inside
@@ -75,7 +77,7 @@ struct BalanceSettings {
   double max_factor = 4;         // a weight changes at most by this factor per call
   double min_change = 0.02;      // of B: smaller model moves of every rank's batch are not made
   double probe = 0.08;           // of B: the first probe's size
-  double probe_gain = 0.03;      // a probe is kept when throughput rises by more than this share
+  double probe_gain = 0.03;      // a trial is kept when its steps' throughput beats the others' by this share
   double sit_out_margin = 1.25;  // see 3. (a); 0 turns sitting out off
   double sit_out_gain = 0.10;    // see 3. (b)
 };

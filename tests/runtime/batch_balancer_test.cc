@@ -23,46 +23,58 @@ TEST(NextWeights, FirstAllTheWayThenHalfWayAndBounded) {
   EXPECT_NEAR(w[1] / w[0], 0.125 / 0.99, 0.02);
 }
 
+double seconds_per_sample(const ProcessGroup& group) { return group.rank() == 0 ? 0.001 : 0.003; }
+
+// Rank 1 takes 3x as long per sample: after 2 warm-up steps and one interval of 4, the model
+// splits 64 as 48/16 (checked here).
+BatchBalancer balanced_by_the_model(ProcessGroup& group) {
+  BalanceSettings settings;
+  settings.warmup_steps = 2;
+  settings.interval = 4;
+  BatchBalancer balancer(group, 64, {1, 1}, /*automatic=*/true, c10::Device(c10::kCPU), settings);
+  EXPECT_EQ(balancer.split(), (std::vector<int64_t>{32, 32}));
+  int64_t step = 0;
+  for (; !balancer.due_after_step(step); ++step) {
+    const int64_t mine = balancer.next_step_split()[static_cast<size_t>(group.rank())];
+    // The warm-up steps are slow (ignored); the rest take seconds_per_sample each.
+    const double seconds = step < 2 ? 1.0 : seconds_per_sample(group) * static_cast<double>(mine);
+    balancer.record_step(seconds, seconds, mine);
+  }
+  EXPECT_EQ(step, 6);
+  EXPECT_TRUE(balancer.rebalance(group));
+  EXPECT_EQ(balancer.split(), (std::vector<int64_t>{48, 16}));
+  EXPECT_EQ(balancer.describe(), "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.0x)");
+  return balancer;
+}
+
+// One interval (4 steps) at the same speeds per sample, whose wall time is the job's at the
+// split each step trained on (0.050 s at `best`, 0.060 s at any other) times `machine`, the
+// machine's own speed in that interval. Returns the splits the steps trained on.
+std::vector<std::vector<int64_t>> train_interval(BatchBalancer& balancer, const ProcessGroup& group,
+                                                 const std::vector<int64_t>& best, double machine) {
+  std::vector<std::vector<int64_t>> trained;
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<int64_t> split = balancer.next_step_split();
+    trained.push_back(split);
+    const int64_t mine = split[static_cast<size_t>(group.rank())];
+    balancer.record_step(seconds_per_sample(group) * static_cast<double>(mine),
+                         machine * (split == best ? 0.050 : 0.060), mine);
+  }
+  return trained;
+}
+
+using Splits = std::vector<std::vector<int64_t>>;
+
 TEST(BatchBalancer, RanksAgreeOnTheSplitOfTheirMeasuredSpeeds) {
   testing::on_thread_ranks(2, [](ProcessGroup& group) {
-    BalanceSettings settings;
-    settings.warmup_steps = 2;
-    settings.interval = 4;
-    BatchBalancer balancer(group, 64, {1, 1}, /*automatic=*/true, c10::Device(c10::kCPU), settings);
-    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{32, 32}));
-    const double per_sample = group.rank() == 0 ? 0.001 : 0.003;
-    int64_t step = 0;
-    for (; !balancer.due_after_step(step); ++step) {
-      const int64_t mine = balancer.next_step_split()[static_cast<size_t>(group.rank())];
-      // The warm-up steps are slow (ignored); the rest take per_sample each.
-      const double seconds = step < 2 ? 1.0 : per_sample * mine;
-      balancer.record_step(seconds, seconds, mine);
-    }
-    EXPECT_EQ(step, 6);
-    EXPECT_TRUE(balancer.rebalance(group));
-    EXPECT_EQ(balancer.split(), (std::vector<int64_t>{48, 16}));
-    EXPECT_EQ(balancer.describe(), "rank 0 cpu 48/64, rank 1 cpu 16/64 (measured 3.0x)");
-    // From here a step's wall time is the job's at the split it trained on (best at 53/11), times
-    // the machine's own speed in that interval, which swings as this VM's did.
+    BatchBalancer balancer = balanced_by_the_model(group);
     const std::vector<int64_t> best{53, 11};
-    std::vector<std::vector<int64_t>> trained;  // the splits of the last window's steps
-    const auto window = [&](double machine) {
-      trained.clear();
-      for (int i = 0; i < 4; ++i) {
-        const std::vector<int64_t> split = balancer.next_step_split();
-        trained.push_back(split);
-        const int64_t mine = split[static_cast<size_t>(group.rank())];
-        balancer.record_step(per_sample * mine, machine * (split == best ? 0.050 : 0.060), mine);
-      }
-    };
     // The same speeds again: the model is content, so a trial moves 5 samples (8% of 64) from
     // the rank slowest per sample to the fastest, on every other step; the split stands.
-    window(1.0);
+    train_interval(balancer, group, best, 1.0);
     EXPECT_FALSE(balancer.rebalance(group));
     EXPECT_EQ(balancer.split(), (std::vector<int64_t>{48, 16}));
-    window(1.0);
-    const std::vector<std::vector<int64_t>> alternating{{48, 16}, {53, 11}, {48, 16}, {53, 11}};
-    EXPECT_EQ(trained, alternating);
+    EXPECT_EQ(train_interval(balancer, group, best, 1.0), (Splits{{48, 16}, {53, 11}, {48, 16}, {53, 11}}));
     // Its steps had more throughput than the others (the same samples in less time): kept, and
     // the next trial goes the same way.
     EXPECT_TRUE(balancer.rebalance(group));
@@ -70,22 +82,44 @@ TEST(BatchBalancer, RanksAgreeOnTheSplitOfTheirMeasuredSpeeds) {
     EXPECT_EQ(balancer.describe(), "rank 0 cpu 53/64, rank 1 cpu 11/64 (measured 3.0x)");
     // A trial that does not pay is not kept, even in an interval where the whole machine ran
     // 20% faster than in the one before: it is judged against the steps beside it.
-    window(0.8);
-    const std::vector<std::vector<int64_t>> further{{53, 11}, {58, 6}, {53, 11}, {58, 6}};
-    EXPECT_EQ(trained, further);
+    EXPECT_EQ(train_interval(balancer, group, best, 0.8), (Splits{{53, 11}, {58, 6}, {53, 11}, {58, 6}}));
     EXPECT_FALSE(balancer.rebalance(group));
     EXPECT_EQ(balancer.split(), best);
     // Smaller trials, both ways, none paying, until the balancer settles where the best
     // throughput was, whatever the machine's swings.
     const double swings[] = {1.25, 0.8, 1.1, 0.9};
     for (int decision = 0; decision < 12 && !balancer.settled(); ++decision) {
-      window(swings[decision % 4]);
+      train_interval(balancer, group, best, swings[decision % 4]);
       EXPECT_FALSE(balancer.rebalance(group));
     }
     EXPECT_TRUE(balancer.settled());
     EXPECT_EQ(balancer.split(), best);
-    window(1.0);
-    EXPECT_EQ(trained, std::vector<std::vector<int64_t>>(4, best));
+    EXPECT_EQ(train_interval(balancer, group, best, 1.0), Splits(4, best));
+  });
+}
+
+// When the way that pays is toward the slower rank (its own costs are not the model's), the
+// trials find it the other way, and go on that way at half the size after a step too far.
+TEST(BatchBalancer, TrialsGoOnTheWayThatPaid) {
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    BatchBalancer balancer = balanced_by_the_model(group);
+    const std::vector<int64_t> best{43, 21};
+    train_interval(balancer, group, best, 1.0);
+    EXPECT_FALSE(balancer.rebalance(group));  // trial 53/11: toward the faster rank
+    EXPECT_EQ(train_interval(balancer, group, best, 1.0), (Splits{{48, 16}, {53, 11}, {48, 16}, {53, 11}}));
+    EXPECT_FALSE(balancer.rebalance(group));  // it did not pay: the other way
+    EXPECT_EQ(train_interval(balancer, group, best, 1.0), (Splits{{48, 16}, {43, 21}, {48, 16}, {43, 21}}));
+    EXPECT_TRUE(balancer.rebalance(group));  // it paid: kept, and the next goes the same way
+    EXPECT_EQ(balancer.split(), best);
+    EXPECT_EQ(train_interval(balancer, group, best, 1.0), (Splits{{43, 21}, {38, 26}, {43, 21}, {38, 26}}));
+    EXPECT_FALSE(balancer.rebalance(group));  // too far: half the size, still the same way
+    EXPECT_EQ(train_interval(balancer, group, best, 1.0), (Splits{{43, 21}, {41, 23}, {43, 21}, {41, 23}}));
+    for (int decision = 0; decision < 12 && !balancer.settled(); ++decision) {
+      EXPECT_FALSE(balancer.rebalance(group));
+      if (!balancer.settled()) train_interval(balancer, group, best, 1.0);
+    }
+    EXPECT_TRUE(balancer.settled());
+    EXPECT_EQ(balancer.split(), best);
   });
 }
 
