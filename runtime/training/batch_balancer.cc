@@ -42,12 +42,34 @@ BatchBalancer::BatchBalancer(ProcessGroup& group, int64_t global_batch, std::vec
   previous_compute_.assign(weights_.size(), 0);
   previous_samples_.assign(weights_.size(), 0);
   probe_size_ = automatic_ ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
-  at::Tensor mine = at::tensor(
-      {device.is_cuda() ? int64_t{1} : int64_t{0}, int64_t{device.has_index() ? device.index() : 0}}, at::kLong);
-  at::Tensor all = at::empty({2 * group.size()}, at::kLong);
-  group.allgather(mine, all);
+  // Per rank: its device, then what it was told to split (whether automatically, the global
+  // batch, its split of it), which must be the same everywhere: nodes started with command
+  // lines of their own could differ, and would then deal overlapping samples without a word.
+  const int world = group.size();
+  const int per_rank = 4 + world;
+  std::vector<int64_t> mine{device.is_cuda() ? int64_t{1} : int64_t{0},
+                            int64_t{device.has_index() ? device.index() : 0}, automatic_ ? int64_t{1} : int64_t{0},
+                            global_batch_};
+  mine.insert(mine.end(), split_.begin(), split_.end());
+  at::Tensor all = at::empty({per_rank * world}, at::kLong);
+  group.allgather(at::tensor(mine, at::kLong), all);
   const int64_t* v = all.data_ptr<int64_t>();
-  for (int r = 0; r < group.size(); ++r) devices_.push_back(v[2 * r] ? str_cat("cuda:", v[2 * r + 1]) : "cpu");
+  auto told = [&](int r) {
+    const int64_t* of = v + per_rank * r;
+    std::string split;
+    for (int q = 0; q < world; ++q) split += str_cat(q ? "/" : "", of[4 + q]);
+    return str_cat("to split the global batch of ", of[3], " as ", split, of[2] ? ", then automatically" : "");
+  };
+  for (int r = 1; r < world; ++r) {
+    if (!std::equal(v + per_rank * r + 2, v + per_rank * (r + 1), v + 2)) {
+      throw InvalidArgumentError(str_cat("balance: rank ", r, " was told ", told(r), ", rank 0 ", told(0),
+                                         "; give every rank the same weights and global batch (ringtrain: the same ",
+                                         "--balance, and --global-batch or --batch-size)"));
+    }
+  }
+  for (int r = 0; r < world; ++r) {
+    devices_.push_back(v[per_rank * r] ? str_cat("cuda:", v[per_rank * r + 1]) : "cpu");
+  }
 }
 
 void BatchBalancer::record_step(double compute_seconds, double step_seconds, int64_t samples) {

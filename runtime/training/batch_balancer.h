@@ -91,7 +91,9 @@ class BatchBalancer {
  public:
   // A collective (it gathers the ranks' devices, for describe()). `weights`: one per rank (any
   // scale), the starting split; `automatic`: rebalance() moves them, else they stay. Throws
-  // InvalidArgumentError for weights of the wrong count, or those split_global_batch refuses.
+  // InvalidArgumentError for weights of the wrong count, or those split_global_batch refuses,
+  // and on every rank when the ranks were given different splits, global batches or
+  // `automatic` (the message names a rank that differs from rank 0, and how).
   BatchBalancer(ProcessGroup& group, int64_t global_batch, std::vector<double> weights, bool automatic,
                 c10::Device device, BalanceSettings settings = {});
 

@@ -2,8 +2,8 @@
 # ringtrain --balance on the real Fashion-MNIST under ringrun (2 ranks): given weights 3:1 split
 # the global batch 96/32 with identical ranks and the seeds' accuracy; --balance auto runs and
 # reports its split; a checkpoint taken with one split resumes with another; a rank of weight 0
-# sits out and ends with the others' weights; bad input exits
-# non-zero with a message naming the problem. (Whether auto follows real speed differences is
+# sits out and ends with the others' weights; bad input (ranks given different weights included)
+# exits non-zero with a message naming the problem. (Whether auto follows real speed differences is
 # measured by bench/compare_hetero, not asserted here: tests never assert on time.)
 set -euo pipefail
 ringrun=$1
@@ -66,4 +66,12 @@ expect_error "gives 3 weights for 2 ranks" --balance 3:1:1
 expect_error "a global batch of 1 cannot give each of the 2 ranks" --balance auto --global-batch 1
 expect_error "needs --balance auto or weights" --global-batch 64
 expect_error "is not a number" --balance fast:slow
+# Nodes started with command lines of their own: rank 1 given other weights than rank 0.
+printf '%s\n' '[ "$LOCAL_RANK" = 0 ] && exec "$@" --balance 3:1; exec "$@" --balance 1:1' >"$dir/per_rank_balance.sh"
+if out=$("$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 120 bash "$dir/per_rank_balance.sh" "$ringtrain" \
+  --progress off --model mlp --epochs 1 --max-train-samples 256 2>&1); then
+  echo "$out"; echo "FAILED: ranks given different weights trained"; exit 1
+fi
+grep -q "rank 1 was told to split the global batch of 128 as 64/64, rank 0 to split the global batch of 128 as 96/32" \
+  <<<"$out" || { echo "$out"; echo "FAILED: different weights per rank not named"; exit 1; }
 echo "ringtrain --balance: OK"

@@ -190,6 +190,21 @@ TEST(BatchBalancer, FixedWeightsStayAndWrongCountsAreRefused) {
     } catch (const InvalidArgumentError& e) {
       EXPECT_NE(std::string(e.what()).find("3 weights for 2 ranks"), std::string::npos) << e.what();
     }
+    // Ranks given different weights (nodes started with their own command lines) would deal
+    // overlapping samples: every rank refuses, naming how a rank differs from rank 0.
+    try {
+      BatchBalancer differing(group, 64, group.rank() == 0 ? std::vector<double>{3, 1} : std::vector<double>{1, 1},
+                              group.rank() == 1, c10::Device(c10::kCPU));
+      ADD_FAILURE() << "accepted different weights on rank " << group.rank();
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_STREQ(e.what(),
+                   "balance: rank 1 was told to split the global batch of 64 as 32/32, then automatically, rank 0 "
+                   "to split the global batch of 64 as 48/16; give every rank the same weights and global batch "
+                   "(ringtrain: the same --balance, and --global-batch or --batch-size)");
+    }
+    // ...and a different global batch alone.
+    EXPECT_THROW(BatchBalancer(group, group.rank() == 0 ? 64 : 128, {1, 1}, false, c10::Device(c10::kCPU)),
+                 InvalidArgumentError);
   });
 }
 
