@@ -306,8 +306,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
                                          " ranks; give one weight per rank"));
     }
     balancer.emplace(group, global_batch, weights, o.balance == "auto", device);
-    weighted_sampler.emplace(train_size, global_batch, rank, world, sampler_options);
-    weighted_sampler->set_split(balancer->split());
+    weighted_sampler.emplace(train_size, global_batch, rank, world, sampler_options);  // split: per step, below
     if (rank == 0) std::printf("[ringtorch] balance: %s\n", balancer->describe().c_str());
   }
   // When a rank sits out (weight 0, or benched by --balance auto), the others train in a
@@ -322,7 +321,6 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   auto rebalance = [&] {
     const size_t training_before = balancer->training_ranks().size();
     if (balancer->rebalance(group)) {
-      weighted_sampler->set_split(balancer->split());
       if (rank == 0) std::printf("[ringtorch] balance: %s\n", balancer->describe().c_str());
       if (balancer->training_ranks().size() != training_before) train_without_ranks_sitting_out();
     }
@@ -387,7 +385,8 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
     }
     auto step_indices = [&](int64_t step) {
       if (weighted) {
-        weighted_sampler->set_split(balancer->next_step_split());  // a probe's trial: every other step
+        // The balancer's split, or on every other step of a probe's trial the trial's.
+        weighted_sampler->set_split(balancer->next_step_split());
         return weighted_sampler->step_indices(step);
       }
       const size_t start = static_cast<size_t>(step * o.batch_size);
