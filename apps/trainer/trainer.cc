@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -61,6 +62,13 @@ struct PlacedModel {
 };
 
 PlacedModel place_model(const TrainerOptions& o, const ImageShape& shape, const std::vector<c10::Device>& devices) {
+  // Modules draw their initial weights from LibTorch's default generator, one per process, and
+  // train() may run on several threads of one process (tests' thread ranks): seeding and the
+  // draws after it hold this lock, so that each rank's model starts from o.seed whatever the
+  // others draw meanwhile. (Without it, 1 run in 10-20 of trainer_test's DataParallel case
+  // started rank 0 from other weights; TSan named the generator.)
+  static std::mutex default_generator;
+  std::lock_guard<std::mutex> lock(default_generator);
   PlacedModel placed;
   torch::manual_seed(o.seed);
   if (devices.size() == 1) {
