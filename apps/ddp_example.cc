@@ -9,16 +9,18 @@
 #include <cstdio>
 #include <string>
 
+#include <ringtorch/checkpoint.h>
+#include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/distributed_sampler.h>
+#include <ringtorch/error.h>
+#include <ringtorch/models.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+
 #include "apps/main_guard.h"
-#include "base/error.h"
+#include "base/command_line.h"
 #include "base/parse.h"
-#include "datasets/distributed_sampler.h"
-#include "models/registry.h"
 #include "rendezvous/init_method.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
-#include "runtime/training/checkpoint.h"
-#include "runtime/training/distributed_data_parallel.h"
 
 namespace {
 
@@ -31,30 +33,22 @@ int run(int argc, char** argv) {
   double lr = 0.1;
   std::string checkpoint_dir;
   ringtorch::RendezvousOptions rdzv_options;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (i + 1 >= argc) throw ringtorch::InvalidArgumentError(arg + " needs a value; see ddp_example --help");
-    const std::string value = argv[++i];
-    if (arg == "--epochs") {
-      epochs = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--batch-size") {
-      batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--samples") {
-      samples = ringtorch::parse_int_in_range(value, 1, 1 << 24, arg);
-    } else if (arg == "--lr") {
-      lr = ringtorch::parse_number(value, arg);
-    } else if (arg == "--checkpoint-dir") {
-      checkpoint_dir = value;
-    } else if (arg == "--init-method") {
-      rdzv_options.init_method = value;
-    } else {
-      throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see ddp_example --help");
-    }
-  }
+  ringtorch::CommandLine cli("ddp_example", kUsage);
+  cli.option("--epochs",
+             [&](const std::string& v) { epochs = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--epochs"); })
+      .option("--batch-size",
+              [&](const std::string& v) { batch_size = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--batch-size"); })
+      .option("--samples",
+              [&](const std::string& v) { samples = ringtorch::parse_int_in_range(v, 1, 1 << 24, "--samples"); })
+      .option("--lr", [&](const std::string& v) { lr = ringtorch::parse_number(v, "--lr"); })
+      .option("--checkpoint-dir", [&](const std::string& v) { checkpoint_dir = v; })
+      .option("--init-method",
+              [&](const std::string& v) {
+                ringtorch::parse_init_method(v);
+                rdzv_options.init_method = v;
+              })
+      .ignored("--local_rank");
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
   auto rdzv = ringtorch::rendezvous(rdzv_options);
   auto group = ringtorch::ProcessGroup::create(rdzv);
   const int rank = group->rank();

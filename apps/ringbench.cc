@@ -3,12 +3,14 @@
 #include <cstdio>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+
+#include "base/command_line.h"
 #include "base/parse.h"
 #include "bench/collective_bench.h"
 #include "rendezvous/init_method.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
 
 namespace {
 
@@ -21,7 +23,8 @@ const char kUsage[] =
     "Sizes take K, M, G suffixes (powers of 1024). Launch with ringrun, torchrun, or any env:// launch.\n"
     "One row per size: size (B), count, type, op, time (us, slowest rank's mean), algbw and busbw (GB/s),\n"
     "#wrong (with --check: elements that differ from the closed-form result, summed over ranks).\n"
-    "--json adds median_us (slowest rank's median), which bench/compare_torch compares.\n";
+    "--json adds median_us (slowest rank's median), which bench/compare_torch compares.\n"
+    "Flags take --flag VALUE or --flag=VALUE, with dashes or underscores. -h, --help: this text.\n";
 
 }  // namespace
 
@@ -30,50 +33,30 @@ int main(int argc, char** argv) {
   ringtorch::RendezvousOptions rdzv_options;
   ringtorch::ProcessGroupOptions group_options;
   bool json = false;
+  using ringtorch::parse_byte_size;
+  using ringtorch::parse_int_in_range;
+  ringtorch::CommandLine cli("ringbench", kUsage);
+  cli.option("--op", [&](const std::string& v) { bench.op = ringtorch::parse_bench_op(v); })
+      .option("--min-bytes", [&](const std::string& v) { bench.min_bytes = parse_byte_size(v, "--min-bytes"); })
+      .option("--max-bytes", [&](const std::string& v) { bench.max_bytes = parse_byte_size(v, "--max-bytes"); })
+      .option("--factor", [&](const std::string& v) { bench.factor = parse_int_in_range(v, 2, 1 << 20, "--factor"); })
+      .option("--iters", [&](const std::string& v) { bench.iters = parse_int_in_range(v, 1, 1 << 24, "--iters"); })
+      .option("--warmup", [&](const std::string& v) { bench.warmup = parse_int_in_range(v, 0, 1 << 24, "--warmup"); })
+      .option("--dtype", [&](const std::string& v) { bench.dtype = ringtorch::parse_dtype(v); })
+      .option("--device", [&](const std::string& v) { bench.device = v; })
+      .flag("--check", [&](bool on) { bench.check = on; })
+      .flag("--json", [&](bool on) { json = on; })
+      .option("--init-method",
+              [&](const std::string& v) {
+                ringtorch::parse_init_method(v);  // a malformed URL fails here, not in the rendezvous
+                rdzv_options.init_method = v;
+              })
+      .option("--timeout",
+              [&](const std::string& v) { rdzv_options.timeout = ringtorch::parse_seconds(v, "--timeout"); })
+      .option("--iface", [&](const std::string& v) { group_options.iface = v; })
+      .ignored("--local_rank");  // torch.distributed.launch's legacy flag: LOCAL_RANK says the same
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
   try {
-    for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i], value;
-      if (auto eq = arg.find('='); eq != std::string::npos && arg.rfind("--", 0) == 0) {
-        value = arg.substr(eq + 1);
-        arg = arg.substr(0, eq);
-      } else if (arg != "--check" && arg != "--json" && arg != "--help" && i + 1 < argc) {
-        value = argv[++i];
-      }
-      if (arg == "--help") {
-        std::fputs(kUsage, stdout);
-        return 0;
-      } else if (arg == "--op") {
-        bench.op = ringtorch::parse_bench_op(value);
-      } else if (arg == "--min-bytes") {
-        bench.min_bytes = ringtorch::parse_byte_size(value, arg);
-      } else if (arg == "--max-bytes") {
-        bench.max_bytes = ringtorch::parse_byte_size(value, arg);
-      } else if (arg == "--factor") {
-        bench.factor = ringtorch::parse_int_in_range(value, 2, 1 << 20, arg);
-      } else if (arg == "--iters") {
-        bench.iters = ringtorch::parse_int_in_range(value, 1, 1 << 24, arg);
-      } else if (arg == "--warmup") {
-        bench.warmup = ringtorch::parse_int_in_range(value, 0, 1 << 24, arg);
-      } else if (arg == "--dtype") {
-        bench.dtype = ringtorch::parse_dtype(value);
-      } else if (arg == "--device") {
-        bench.device = value;
-      } else if (arg == "--check") {
-        bench.check = true;
-      } else if (arg == "--json") {
-        json = true;
-      } else if (arg == "--init-method") {
-        rdzv_options.init_method = value;
-      } else if (arg == "--timeout") {
-        rdzv_options.timeout = ringtorch::parse_seconds(value, arg);
-      } else if (arg == "--iface") {
-        group_options.iface = value;
-      } else if (arg == "--local_rank" || arg == "--local-rank") {
-        // torch.distributed.launch's legacy flag: LOCAL_RANK says the same
-      } else {
-        throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see ringbench --help");
-      }
-    }
     ringtorch::validate(bench);
   } catch (const ringtorch::Error& e) {
     std::fprintf(stderr, "ringbench: %s\n", e.what());
@@ -84,7 +67,7 @@ int main(int argc, char** argv) {
     auto group = ringtorch::ProcessGroup::create(rdzv, group_options);
     if (rdzv.rank == 0 && !json) {
       std::printf("# ringbench %s, world size %d, network %s\n", ringtorch::op_type_name(bench.op), group->size(),
-                  group->network().c_str());
+                  group->description().network.c_str());
       std::fputs(ringtorch::format_header().c_str(), stdout);
       std::fflush(stdout);  // a launcher or a test may be waiting for it
     }

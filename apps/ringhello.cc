@@ -11,55 +11,41 @@
 #include <cstring>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/join.h>
+#include <ringtorch/rendezvous.h>
+
+#include "base/command_line.h"
 #include "base/parse.h"
 #include "rendezvous/init_method.h"
-#include "rendezvous/join.h"
-#include "rendezvous/rendezvous.h"
 
 namespace {
 
-void usage() {
-  std::puts(
-      "usage: ringhello [--init-method URL] [--rank R] [--world-size N] [--timeout SECONDS] [--local_rank=N]\n"
-      "Rendezvous through URL (default env://), exchange one greeting per rank through the store,\n"
-      "print what every rank said. Exit 0 on success; 1 with a message on any failure; 2 for bad flags.");
-}
+const char kUsage[] =
+    "usage: ringhello [--init-method URL] [--rank R] [--world-size N] [--timeout SECONDS] [--local_rank=N]\n"
+    "Rendezvous through URL (default env://), exchange one greeting per rank through the store,\n"
+    "print what every rank said. Exit 0 on success; 1 with a message on any failure; 2 for bad flags.\n"
+    "Flags take --flag VALUE or --flag=VALUE, with dashes or underscores. -h, --help: this text.\n";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   ringtorch::RendezvousOptions options;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      auto value = [&](const char* flag) -> std::string {
-        std::string f = flag;
-        if (arg.rfind(f + "=", 0) == 0) return arg.substr(f.size() + 1);
-        if (i + 1 >= argc) throw ringtorch::InvalidArgumentError(f + " needs a value");
-        return argv[++i];
-      };
-      if (arg == "--help" || arg == "-h") {
-        usage();
-        return 0;
-      } else if (arg.rfind("--init-method", 0) == 0) {
-        options.init_method = value("--init-method");
-      } else if (arg.rfind("--rank", 0) == 0) {
-        options.rank = ringtorch::parse_int_in_range(value("--rank"), 0, 1 << 24, "--rank");
-      } else if (arg.rfind("--world-size", 0) == 0) {
-        options.world_size = ringtorch::parse_int_in_range(value("--world-size"), 1, 1 << 24, "--world-size");
-      } else if (arg.rfind("--timeout", 0) == 0) {
-        options.timeout = ringtorch::parse_seconds(value("--timeout"), "--timeout");
-      } else if (arg.rfind("--local_rank", 0) == 0 || arg.rfind("--local-rank", 0) == 0) {
-        value(arg.rfind("--local_rank", 0) == 0 ? "--local_rank" : "--local-rank");  // LOCAL_RANK says the same
-      } else {
-        throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see ringhello --help");
-      }
-    }
-  } catch (const ringtorch::Error& e) {
-    std::fprintf(stderr, "ringhello: %s\n", e.what());
-    return 2;
-  }
+  ringtorch::CommandLine cli("ringhello", kUsage);
+  cli.option("--init-method",
+             [&](const std::string& v) {
+               ringtorch::parse_init_method(v);  // a malformed URL fails here, before any rendezvous
+               options.init_method = v;
+             })
+      .option("--rank",
+              [&](const std::string& v) { options.rank = ringtorch::parse_int_in_range(v, 0, 1 << 24, "--rank"); })
+      .option("--world-size",
+              [&](const std::string& v) {
+                options.world_size = ringtorch::parse_int_in_range(v, 1, 1 << 24, "--world-size");
+              })
+      .option("--timeout", [&](const std::string& v) { options.timeout = ringtorch::parse_seconds(v, "--timeout"); })
+      .ignored("--local_rank");  // LOCAL_RANK says the same
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
 
   try {
     auto rdzv = ringtorch::rendezvous(options);

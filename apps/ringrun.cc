@@ -1,12 +1,14 @@
 // ringrun: torchrun's launcher for ringtorch programs. All logic is in runtime/launch/.
+#include <csignal>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/timeline.h>
+
 #include "runtime/launch/launch_agent.h"
 #include "runtime/launch/launch_config.h"
-#include "runtime/trace/timeline.h"
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -26,7 +28,7 @@ int main(int argc, char** argv) {
     // RINGTORCH_TIMELINE names the file ringrun merges the workers' timelines into; ringrun
     // itself records nothing there.
     ringtorch::Timeline::release_environment_file();
-    ringtorch::LaunchAgent::install_signal_handlers();
+    ::signal(SIGPIPE, SIG_IGN);  // a worker's closed pipe is an error to report, not a reason to die
     ringtorch::LaunchAgent agent(std::move(config));
     return agent.run();
   } catch (const std::exception& e) {

@@ -8,15 +8,16 @@
 #include <optional>
 #include <string>
 
+#include <ringtorch/elastic_worker.h>
+#include <ringtorch/error.h>
+#include <ringtorch/keep_freed_memory.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+#include <ringtorch/timeline.h>
+
 #include "apps/main_guard.h"
 #include "apps/trainer/job_config.h"
 #include "apps/trainer/trainer.h"
-#include "base/error.h"
-#include "base/keep_freed_memory.h"
-#include "rendezvous/elastic_worker.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
-#include "runtime/trace/timeline.h"
 
 namespace {
 
@@ -34,6 +35,8 @@ const char kUsage[] =
     "                 [--global-batch N (with --balance; default batch-size x world size)]\n"
     "                 [--max-train-samples N (the first N training images only)]\n"
     "                 [--config job.json (the same keys without dashes; flags override)]\n"
+    "Every flag takes --flag VALUE or --flag=VALUE, with dashes or underscores (--batch_size);\n"
+    "--resume also takes =true or =false. -h, --help: this text.\n"
     "Launch with ringrun, torchrun, or any env:// launch. Prints 'Rank R, Epoch [e/E], Loss: x' per\n"
     "epoch, the test accuracy, a per-rank table (samples/s, compute, communication wait), and a final\n"
     "JSON line (world size, samples/s, epoch times, loss, accuracy, per-rank times and parameter\n"
@@ -84,35 +87,7 @@ int train_recovering_in_process(const ringtorch::TrainerOptions& o, const ringto
   }
 }
 
-int run(int argc, char** argv) {
-  ringtorch::TrainerOptions o;
-  ringtorch::RendezvousOptions rdzv_options;
-  // The config file first, so that flags override it wherever they stand.
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::string(argv[i]) == "--config") ringtorch::apply_job_config_file(argv[i + 1], o, rdzv_options);
-  }
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (arg == "--resume") {
-      o.resume = true;
-      continue;
-    }
-    if (arg == "--local_rank" || arg.rfind("--local_rank=", 0) == 0 || arg.rfind("--local-rank=", 0) == 0) {
-      if (arg == "--local_rank") ++i;  // torch.distributed.launch's legacy flag: LOCAL_RANK says the same
-      continue;
-    }
-    if (i + 1 >= argc) throw ringtorch::InvalidArgumentError(arg + " needs a value; see ringtrain --help");
-    const std::string value = argv[++i];
-    if (arg == "--config") continue;  // applied above
-    if (!ringtorch::apply_trainer_flag(arg, value, o, rdzv_options)) {
-      throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see ringtrain --help");
-    }
-  }
-  ringtorch::validate(o);  // before the rendezvous: a bad flag fails fast on every rank
+int run(const ringtorch::TrainerOptions& o, const ringtorch::RendezvousOptions& rdzv_options) {
   if (!o.timeline_path.empty()) ringtorch::Timeline::start();
   std::optional<ringtorch::TimelineSpan> span(std::in_place, "rendezvous", "setup");
   auto rdzv = ringtorch::rendezvous(rdzv_options);
@@ -132,5 +107,19 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return ringtorch::run_reporting_errors("ringtrain", [&] { return run(argc, argv); });
+  ringtorch::TrainerOptions o;
+  ringtorch::RendezvousOptions rdzv_options;
+  // Bad flags exit 2 before anything starts, on every rank (base/command_line.h).
+  try {
+    if (!ringtorch::parse_trainer_command_line(std::vector<std::string>(argv + 1, argv + argc), kUsage, o,
+                                               rdzv_options)) {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    ringtorch::validate(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ringtrain: %s\n", e.what());
+    return 2;
+  }
+  return ringtorch::run_reporting_errors("ringtrain", [&] { return run(o, rdzv_options); });
 }

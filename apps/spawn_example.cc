@@ -11,16 +11,18 @@
 #include <cstdio>
 #include <string>
 
+#include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/distributed_sampler.h>
+#include <ringtorch/error.h>
+#include <ringtorch/image_dataset.h>
+#include <ringtorch/models.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+#include <ringtorch/spawn.h>
+
 #include "apps/main_guard.h"
-#include "base/error.h"
+#include "base/command_line.h"
 #include "base/parse.h"
-#include "datasets/distributed_sampler.h"
-#include "datasets/image_dataset.h"
-#include "models/registry.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
-#include "runtime/launch/spawn.h"
-#include "runtime/training/distributed_data_parallel.h"
 
 namespace {
 
@@ -40,33 +42,21 @@ struct Flags {
   std::string data_dir;
 };
 
-Flags parse_flags(int argc, char** argv) {
-  Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (i + 1 >= argc) throw ringtorch::InvalidArgumentError(arg + " needs a value; see spawn_example --help");
-    const std::string value = argv[++i];
-    if (arg == "--nprocs") {
-      f.nprocs = ringtorch::parse_int_in_range(value, 1, 1024, arg);
-    } else if (arg == "--epochs") {
-      f.epochs = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--batch-size") {
-      f.batch_size = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--lr") {
-      f.lr = ringtorch::parse_number(value, arg);
-    } else if (arg == "--dataset") {
-      f.dataset = value;
-    } else if (arg == "--data-dir") {
-      f.data_dir = value;
-    } else {
-      throw ringtorch::InvalidArgumentError("unknown argument '" + arg + "'; see spawn_example --help");
-    }
-  }
-  return f;
+// Runs again in every spawned rank (spawn() re-executes the program): keep it pure. -1: go on;
+// else the exit status (help: 0, bad flags: 2).
+int parse_flags(int argc, char** argv, Flags& f) {
+  ringtorch::CommandLine cli("spawn_example", kUsage);
+  cli.option("--nprocs",
+             [&](const std::string& v) { f.nprocs = ringtorch::parse_int_in_range(v, 1, 1024, "--nprocs"); })
+      .option("--epochs",
+              [&](const std::string& v) { f.epochs = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--epochs"); })
+      .option(
+          "--batch-size",
+          [&](const std::string& v) { f.batch_size = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--batch-size"); })
+      .option("--lr", [&](const std::string& v) { f.lr = ringtorch::parse_number(v, "--lr"); })
+      .option("--dataset", [&](const std::string& v) { f.dataset = v; })
+      .option("--data-dir", [&](const std::string& v) { f.data_dir = v; });
+  return cli.parse_main(argc, argv);
 }
 
 // The seed's train(rank, world_size), run in each spawned process.
@@ -105,8 +95,7 @@ void train(int rank, int world_size, const Flags& flags) {
   group->shutdown();
 }
 
-int run(int argc, char** argv) {
-  const Flags flags = parse_flags(argc, argv);  // runs again in every spawned rank: keep it pure
+int run(const Flags& flags) {
   const int devices = static_cast<int>(torch::cuda::device_count());
   const int world_size = flags.nprocs > 0 ? flags.nprocs : std::max(devices, 1);
   if (!ringtorch::in_spawned_child()) {
@@ -124,5 +113,7 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return ringtorch::run_reporting_errors("spawn_example", [&] { return run(argc, argv); });
+  Flags flags;
+  if (const int status = parse_flags(argc, argv, flags); status >= 0) return status;
+  return ringtorch::run_reporting_errors("spawn_example", [&] { return run(flags); });
 }

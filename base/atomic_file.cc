@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

@@ -1,10 +1,10 @@
-#include "base/batch_split.h"
-
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
-#include "base/error.h"
+#include <ringtorch/batch_split.h>
+#include <ringtorch/error.h>
+
 #include "base/parse.h"
 
 namespace ringtorch {

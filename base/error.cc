@@ -1,7 +1,7 @@
-#include "base/error.h"
-
 #include <cstdio>
 #include <cstring>
+
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 
@@ -17,6 +17,8 @@ const char* error_kind_name(ErrorKind kind) {
       return "invalid argument";
     case ErrorKind::kIo:
       return "I/O";
+    case ErrorKind::kMembershipChanged:
+      return "membership changed";
   }
   return "unknown";
 }
@@ -33,6 +35,8 @@ const char* error_class_name(ErrorKind kind) {
       return "InvalidArgumentError";
     case ErrorKind::kIo:
       return "IoError";
+    case ErrorKind::kMembershipChanged:
+      return "MembershipChangedError";
   }
   return "Error";
 }
@@ -47,6 +51,8 @@ std::exception_ptr make_error(ErrorKind kind, const std::string& message, Failur
       return std::make_exception_ptr(MismatchError(message, std::move(site)));
     case ErrorKind::kInvalidArgument:
       return std::make_exception_ptr(InvalidArgumentError(message, std::move(site)));
+    case ErrorKind::kMembershipChanged:
+      return std::make_exception_ptr(MembershipChangedError(message, std::move(site)));
     case ErrorKind::kIo:
       break;
   }

@@ -1,10 +1,10 @@
-#include "base/keep_freed_memory.h"
-
 #include <malloc.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
+
+#include <ringtorch/keep_freed_memory.h>
 
 namespace ringtorch {
 namespace {

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 

@@ -8,7 +8,8 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {

@@ -20,8 +20,9 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/process_group.h>
+
 #include "runtime/comm/op_type.h"
-#include "runtime/comm/process_group.h"
 
 namespace ringtorch {
 

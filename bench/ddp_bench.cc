@@ -13,15 +13,17 @@
 #include <sstream>
 #include <string>
 
+#include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/error.h>
+#include <ringtorch/models.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+
 #include "apps/main_guard.h"
-#include "base/error.h"
+#include "base/command_line.h"
 #include "base/parse.h"
 #include "bench/median.h"
-#include "models/registry.h"
 #include "rendezvous/init_method.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
-#include "runtime/training/distributed_data_parallel.h"
 
 using ringtorch::median;
 
@@ -32,20 +34,17 @@ using Clock = std::chrono::steady_clock;
 int run(int argc, char** argv) {
   std::string models = "lenet,mlp3";
   int batch = 64, iters = 30, rounds = 3;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    const std::string arg = argv[i], value = argv[i + 1];
-    if (arg == "--model") {
-      models = value;
-    } else if (arg == "--batch-size") {
-      batch = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--iters") {
-      iters = ringtorch::parse_int_in_range(value, 1, 1 << 20, arg);
-    } else if (arg == "--rounds") {
-      rounds = ringtorch::parse_int_in_range(value, 1, 1000, arg);
-    } else {
-      throw ringtorch::InvalidArgumentError("unknown argument '" + arg +
-                                            "'; use --model a,b --batch-size N --iters N --rounds N");
-    }
+  ringtorch::CommandLine cli("ddp_bench", "usage: ddp_bench [--model a,b] [--batch-size N] [--iters N] [--rounds N]\n");
+  cli.option("--model", [&](const std::string& v) { models = v; })
+      .option("--batch-size",
+              [&](const std::string& v) { batch = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--batch-size"); })
+      .option("--iters", [&](const std::string& v) { iters = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--iters"); })
+      .option("--rounds", [&](const std::string& v) { rounds = ringtorch::parse_int_in_range(v, 1, 1000, "--rounds"); })
+      .ignored("--local_rank");
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
+  {  // unknown model names fail before the rendezvous
+    std::stringstream names(models);
+    for (std::string name; std::getline(names, name, ',');) ringtorch::make_model(name);
   }
   auto group = ringtorch::ProcessGroup::create(ringtorch::rendezvous());
   std::stringstream names(models);

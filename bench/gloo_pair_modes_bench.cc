@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "base/command_line.h"
+#include "base/parse.h"
 #include "bench/byte_sizes.h"
 #include "bench/median.h"
 
@@ -63,28 +65,24 @@ int main(int argc, char** argv) try {
   std::string store_dir, host = "127.0.0.1";
   std::vector<size_t> sizes{4, 32 << 10};
   int iters = 2000, rounds = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) fail(arg + " needs a value (or is unknown)");
-    const std::string value = argv[++i];
-    if (arg == "--store-dir") {
-      store_dir = value;
-    } else if (arg == "--host") {
-      host = value;
-    } else if (arg == "--sizes") {
-      // Both ranks write at once with blocking writes on the synchronous pairs: a message must
-      // fit the socket buffers, or both block until the timeout.
-      sizes = ringtorch::parse_byte_sizes(value, kMaxBytes);
-      if (sizes.empty())
-        fail("--sizes " + value + ": give byte counts from 1 to " + std::to_string(kMaxBytes) + ", comma-separated");
-    } else if (arg == "--iters") {
-      iters = std::atoi(value.c_str());
-    } else if (arg == "--rounds") {
-      rounds = std::atoi(value.c_str());
-    } else {
-      fail("unknown argument " + arg);
-    }
-  }
+  ringtorch::CommandLine cli("gloo_pair_modes_bench",
+                             "usage: RANK=0|1 gloo_pair_modes_bench --store-dir DIR [--host ADDR] [--sizes 4,32K]\n"
+                             "                                     [--iters N] [--rounds N]\n");
+  cli.option("--store-dir", [&](const std::string& v) { store_dir = v; })
+      .option("--host", [&](const std::string& v) { host = v; })
+      .option(
+          "--sizes",
+          [&](const std::string& v) {
+            // Both ranks write at once with blocking writes on the synchronous pairs: a message must
+            // fit the socket buffers, or both block until the timeout.
+            sizes = ringtorch::parse_byte_sizes(v, kMaxBytes);
+            if (sizes.empty())
+              fail("--sizes " + v + ": give byte counts from 1 to " + std::to_string(kMaxBytes) + ", comma-separated");
+          })
+      .option("--iters", [&](const std::string& v) { iters = ringtorch::parse_int_in_range(v, 2, 1 << 30, "--iters"); })
+      .option("--rounds",
+              [&](const std::string& v) { rounds = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--rounds"); });
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
   if (store_dir.empty()) fail("--store-dir DIR is required (an empty directory both ranks see)");
   if (iters < 2 || rounds < 1) fail("--iters must be at least 2 and --rounds at least 1");
   const char* rank_text = std::getenv("RANK");

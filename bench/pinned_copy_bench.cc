@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
+#include "base/command_line.h"
 #include "base/parse.h"
 #include "runtime/cuda/pinned_pool.h"
 
@@ -27,25 +29,13 @@ int fail(const char* what, cudaError_t status) {
 int main(int argc, char** argv) {
   size_t bytes = size_t{64} << 20;
   int iters = 20, device = 0;
-  try {
-    if (argc % 2 == 0) throw ringtorch::InvalidArgumentError(std::string(argv[argc - 1]) + ": needs a value");
-    for (int i = 1; i + 1 < argc; i += 2) {
-      const std::string flag = argv[i], value = argv[i + 1];
-      if (flag == "--bytes") {
-        bytes = static_cast<size_t>(ringtorch::parse_byte_size(value, flag));
-      } else if (flag == "--iters") {
-        iters = ringtorch::parse_int_in_range(value, 1, 1000000, flag);
-      } else if (flag == "--device") {
-        device = ringtorch::parse_int_in_range(value, 0, 1023, flag);
-      } else {
-        throw ringtorch::InvalidArgumentError("unknown flag " + flag);
-      }
-    }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pinned_copy_bench: %s\nusage: pinned_copy_bench [--bytes 64M] [--iters 20] [--device N]\n",
-                 e.what());
-    return 2;
-  }
+  ringtorch::CommandLine cli("pinned_copy_bench", "usage: pinned_copy_bench [--bytes 64M] [--iters 20] [--device N]\n");
+  cli.option("--bytes",
+             [&](const std::string& v) { bytes = static_cast<size_t>(ringtorch::parse_byte_size(v, "--bytes")); })
+      .option("--iters", [&](const std::string& v) { iters = ringtorch::parse_int_in_range(v, 1, 1000000, "--iters"); })
+      .option("--device",
+              [&](const std::string& v) { device = ringtorch::parse_int_in_range(v, 0, 1023, "--device"); });
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
   cudaError_t status;
   if ((status = cudaSetDevice(device)) != cudaSuccess) return fail("cudaSetDevice", status);
   void* gpu = nullptr;

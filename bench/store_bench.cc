@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "base/command_line.h"
+#include "base/parse.h"
 #include "bench/median.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
@@ -19,12 +21,21 @@
 using ringtorch::median;
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fputs("usage: store_bench tcp|file|redis://HOST:PORT [ITERATIONS]\n", stderr);
+  ringtorch::CommandLine cli("store_bench", "usage: store_bench tcp|file|redis://HOST:PORT [ITERATIONS]\n");
+  cli.positionals(2);
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
+  if (cli.rest().empty()) {
+    std::fputs(cli.usage().c_str(), stderr);
     return 2;
   }
-  const std::string kind = argv[1];
-  const int iterations = argc > 2 ? std::atoi(argv[2]) : 2000;
+  const std::string kind = cli.rest()[0];
+  int iterations = 2000;
+  try {
+    if (cli.rest().size() > 1) iterations = ringtorch::parse_int_in_range(cli.rest()[1], 1, 1 << 30, "ITERATIONS");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "store_bench: %s\n", e.what());
+    return 2;
+  }
   ringtorch::StoreRequest request;
   request.timeout = std::chrono::seconds(30);
   std::string path;

@@ -43,6 +43,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/command_line.h"
+#include "base/parse.h"
 #include "bench/byte_sizes.h"
 #include "bench/median.h"
 
@@ -160,23 +162,20 @@ void exchange(int fd, const char* out, char* in, size_t bytes, int peer, Clock::
 int main(int argc, char** argv) {
   std::vector<size_t> sizes{4, 32 << 10, 512 << 10, 8 << 20, 32 << 20};
   int iters = 50, warmup = 5, timeout_s = 60;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) fail(arg + " needs a value (or is unknown)");
-    const std::string value = argv[++i];
-    if (arg == "--sizes") {
-      sizes = ringtorch::parse_byte_sizes(value, SIZE_MAX);
-      if (sizes.empty()) fail("--sizes " + value + ": give positive byte counts, comma-separated");
-    } else if (arg == "--iters") {
-      iters = std::atoi(value.c_str());
-    } else if (arg == "--warmup") {
-      warmup = std::atoi(value.c_str());
-    } else if (arg == "--timeout") {
-      timeout_s = std::atoi(value.c_str());
-    } else {
-      fail("unknown argument " + arg);
-    }
-  }
+  ringtorch::CommandLine cli("tcp_exchange_bench",
+                             "usage: RANK=0|1 MASTER_ADDR=H MASTER_PORT=P tcp_exchange_bench [--sizes 4,32K,...]\n"
+                             "                                     [--iters N] [--warmup N] [--timeout SECONDS]\n");
+  cli.option("--sizes",
+             [&](const std::string& v) {
+               sizes = ringtorch::parse_byte_sizes(v, SIZE_MAX);
+               if (sizes.empty()) fail("--sizes " + v + ": give positive byte counts, comma-separated");
+             })
+      .option("--iters", [&](const std::string& v) { iters = ringtorch::parse_int_in_range(v, 1, 1 << 30, "--iters"); })
+      .option("--warmup",
+              [&](const std::string& v) { warmup = ringtorch::parse_int_in_range(v, 0, 1 << 30, "--warmup"); })
+      .option("--timeout",
+              [&](const std::string& v) { timeout_s = ringtorch::parse_int_in_range(v, 1, 1 << 20, "--timeout"); });
+  if (const int status = cli.parse_main(argc, argv); status >= 0) return status;
   if (iters < 1 || warmup < 0 || timeout_s < 1) fail("--iters and --timeout must be at least 1, --warmup at least 0");
   const int rank = std::atoi(env_or_fail("RANK").c_str());
   if (rank != 0 && rank != 1) fail("RANK must be 0 or 1 (a pair)");

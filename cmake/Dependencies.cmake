@@ -2,6 +2,8 @@
 find_package(Threads REQUIRED)
 find_package(Torch REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
+find_package(spdlog REQUIRED)  # the logger behind base/log.h (Debian's libspdlog-dev)
+find_package(CLI11 REQUIRED)   # every program's command line (Debian's libcli11-dev)
 
 # hiredis ships a config file without targets: wrap it in one.
 find_path(RINGTORCH_HIREDIS_INCLUDE_DIR hiredis/hiredis.h REQUIRED)

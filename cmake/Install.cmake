@@ -1,6 +1,7 @@
-# cmake --install: libraries, headers (under include/ringtorch/, kept in their layer folders),
-# the apps, and a ringtorchConfig.cmake so that other projects can
-#   find_package(ringtorch) + target_link_libraries(app PRIVATE ringtorch::runtime)
+# cmake --install: libraries, the public headers (include/ringtorch/*.h, docs/ARCHITECTURE.md
+# "The public API"), the apps, and a ringtorchConfig.cmake so that other projects can
+#   find_package(ringtorch) + target_link_libraries(app PRIVATE ringtorch::ringtorch)
+# and #include <ringtorch/ringtorch.h> (or the single headers, <ringtorch/process_group.h>).
 include(CMakePackageConfigHelpers)
 
 set(ringtorch_shared_libraries
@@ -22,11 +23,17 @@ install(TARGETS ${ringtorch_shared_libraries}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-foreach(layer base rendezvous runtime datasets models)
-  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/
-    DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ringtorch/${layer}
-    FILES_MATCHING PATTERN "*.h")
-endforeach()
+# ringtorch::ringtorch: every library, for programs that include <ringtorch/ringtorch.h>.
+add_library(ringtorch_all INTERFACE)
+add_library(ringtorch::ringtorch ALIAS ringtorch_all)
+set_target_properties(ringtorch_all PROPERTIES EXPORT_NAME ringtorch)
+target_link_libraries(ringtorch_all INTERFACE ${ringtorch_shared_libraries})
+install(TARGETS ringtorch_all EXPORT ringtorchTargets)
+
+# Only the public API: the internal headers stay in the source tree, so a change inside the
+# libraries breaks no consumer's build.
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ringtorch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h")
 
 install(EXPORT ringtorchTargets
   NAMESPACE ringtorch::

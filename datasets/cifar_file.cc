@@ -4,7 +4,8 @@
 
 #include <cstring>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "datasets/file_bytes.h"
 
 namespace ringtorch {

@@ -1,9 +1,8 @@
-#include "datasets/distributed_sampler.h"
-
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 
-#include "base/error.h"
+#include <ringtorch/distributed_sampler.h>
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "datasets/file_bytes.h"
 
 namespace ringtorch {

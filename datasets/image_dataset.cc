@@ -1,10 +1,10 @@
-#include "datasets/image_dataset.h"
-
 #include <ATen/ATen.h>
 
 #include <filesystem>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/image_dataset.h>
+
 #include "datasets/cifar_file.h"
 #include "datasets/idx_file.h"
 

@@ -1,9 +1,8 @@
-#include "datasets/weighted_sampler.h"
-
 #include <numeric>
 
-#include "base/batch_split.h"
-#include "base/error.h"
+#include <ringtorch/batch_split.h>
+#include <ringtorch/error.h>
+#include <ringtorch/weighted_sampler.h>
 
 namespace ringtorch {
 namespace {

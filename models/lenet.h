@@ -21,7 +21,7 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
-#include "models/registry.h"
+#include <ringtorch/models.h>
 
 namespace ringtorch {
 

@@ -1,9 +1,9 @@
-#include "models/registry.h"
-
 #include <functional>
 #include <map>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/models.h>
+
 #include "models/lenet.h"
 #include "models/mlp.h"
 #include "models/mlp3.h"

@@ -1,6 +1,7 @@
 #include "rendezvous/deadline_store.h"
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {

@@ -5,7 +5,8 @@
 #include <sstream>
 #include <thread>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/store_value.h"
 
 namespace ringtorch {
@@ -15,8 +16,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPoll{50};
 
 // Ends after which the next node to arrive starts a new job.
-bool ends_job(RoundEndKind kind) {
-  return kind == RoundEndKind::kFinished || kind == RoundEndKind::kAborted || kind == RoundEndKind::kDied;
+bool ends_job(GenerationEndKind kind) {
+  return kind == GenerationEndKind::kFinished || kind == GenerationEndKind::kAborted ||
+         kind == GenerationEndKind::kDied;
 }
 
 }  // namespace
@@ -50,29 +52,29 @@ std::optional<ElasticNode> ElasticNode::decode(const std::string& line) {
   return n;
 }
 
-int ElasticRound::world_size() const {
+int ElasticGeneration::world_size() const {
   int w = 0;
   for (const auto& n : nodes) w += n.nproc;
   return w;
 }
 
-int ElasticRound::first_rank() const {
+int ElasticGeneration::first_rank() const {
   int r = 0;
   for (int i = 0; i < node_rank; ++i) r += nodes[static_cast<size_t>(i)].nproc;
   return r;
 }
 
-const char* round_end_name(RoundEndKind kind) {
+const char* generation_end_name(GenerationEndKind kind) {
   switch (kind) {
-    case RoundEndKind::kFailure:
+    case GenerationEndKind::kFailure:
       return "failure";
-    case RoundEndKind::kAdmission:
+    case GenerationEndKind::kAdmission:
       return "admission";
-    case RoundEndKind::kFinished:
+    case GenerationEndKind::kFinished:
       return "finished";
-    case RoundEndKind::kAborted:
+    case GenerationEndKind::kAborted:
       return "aborted";
-    case RoundEndKind::kDied:
+    case GenerationEndKind::kDied:
       return "died";
   }
   return "?";
@@ -100,17 +102,17 @@ std::vector<ElasticNode> generation_members(c10d::Store& scope, int generation) 
   return nodes;
 }
 
-std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation) {
+std::optional<GenerationEnd> generation_end(c10d::Store& scope, int generation) {
   const std::string k = elastic_key(generation, "end");
   if (!scope.check({k})) return std::nullopt;
   const std::string text = store_text(scope.get(k));
   const auto tab = text.find('\t');
   const std::string kind = text.substr(0, tab);
-  RoundEnd end;
+  GenerationEnd end;
   end.reason = tab == std::string::npos ? "" : text.substr(tab + 1);
-  for (auto k2 : {RoundEndKind::kFailure, RoundEndKind::kAdmission, RoundEndKind::kFinished, RoundEndKind::kAborted,
-                  RoundEndKind::kDied}) {
-    if (kind == round_end_name(k2)) end.kind = k2;
+  for (auto k2 : {GenerationEndKind::kFailure, GenerationEndKind::kAdmission, GenerationEndKind::kFinished,
+                  GenerationEndKind::kAborted, GenerationEndKind::kDied}) {
+    if (kind == generation_end_name(k2)) end.kind = k2;
   }
   return end;
 }
@@ -120,7 +122,7 @@ int generation_restart_count(c10d::Store& scope, int generation) {
   for (int h = generation - 1; h >= 0; --h) {
     const auto end = generation_end(scope, h);
     if (!end || ends_job(end->kind)) break;  // a job before
-    if (end->kind == RoundEndKind::kFailure) ++count;
+    if (end->kind == GenerationEndKind::kFailure) ++count;
   }
   return count;
 }
@@ -198,8 +200,8 @@ bool ElasticRendezvous::generation_over(int generation) {
   const auto nodes = members(generation);
   if (!std::all_of(nodes.begin(), nodes.end(), [&](const ElasticNode& n) { return silent(n); })) return false;
   scope_->compareSet(elastic_key(generation, "end"), {},
-                     store_value(str_cat(round_end_name(RoundEndKind::kDied), "\tevery node of generation ", generation,
-                                         " went silent")));
+                     store_value(str_cat(generation_end_name(GenerationEndKind::kDied), "\tevery node of generation ",
+                                         generation, " went silent")));
   return true;
 }
 
@@ -259,7 +261,7 @@ void ElasticRendezvous::throw_join_timeout(int generation) {
   throw TimeoutError(message);
 }
 
-ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
+ElasticGeneration ElasticRendezvous::join(const std::function<void()>& tick) {
   const auto start = Clock::now();
   // A node that arrives while a generation runs waits for it in the next one. One that arrives
   // after the job under this run id ended (finished, aborted, or died whole) starts a new job two
@@ -276,9 +278,9 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
       // Closed with no members and ended: every walk passes over it, and the restart count of
       // the new job starts there.
       scope_->compareSet(elastic_key(g, "members"), {}, {});
-      scope_->compareSet(
-          elastic_key(g, "end"), {},
-          store_value(str_cat(round_end_name(RoundEndKind::kAborted), "\tpassed over: the job before ended")));
+      scope_->compareSet(elastic_key(g, "end"), {},
+                         store_value(str_cat(generation_end_name(GenerationEndKind::kAborted),
+                                             "\tpassed over: the job before ended")));
       return first_open_generation();
     }
     waiting_for_running_job = !end.has_value();
@@ -304,14 +306,14 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
       heartbeat();
       if (waiting_for_running_job) {
         const auto end = end_of(g - 1);
-        if (end && (end->kind == RoundEndKind::kFinished || end->kind == RoundEndKind::kAborted)) {
+        if (end && (end->kind == GenerationEndKind::kFinished || end->kind == GenerationEndKind::kAborted)) {
           throw RendezvousClosed(*end,
-                                 str_cat("the job ", end->kind == RoundEndKind::kFinished ? "finished" : "aborted",
+                                 str_cat("the job ", end->kind == GenerationEndKind::kFinished ? "finished" : "aborted",
                                          " in generation ", g - 1, " while this node waited to be admitted",
                                          end->reason.empty() ? "" : " (" + end->reason + ")"));
         }
         if (!end && generation_over(g - 1)) continue;  // its end was just recorded: read it
-        if (end && end->kind == RoundEndKind::kDied) {
+        if (end && end->kind == GenerationEndKind::kDied) {
           // The job this node waited for died whole: this node starts a new one.
           scope_->deleteKey(registration);
           registration.clear();
@@ -327,12 +329,12 @@ ElasticRound ElasticRendezvous::join(const std::function<void()>& tick) {
         if (mine != list.end()) {
           generation_ = g;
           members_ = list;
-          ElasticRound round;
-          round.generation = g;
-          round.restart_count = generation_restart_count(*scope_, g);
-          round.node_rank = static_cast<int>(mine - list.begin());
-          round.nodes = std::move(list);
-          return round;
+          ElasticGeneration joined;
+          joined.generation = g;
+          joined.restart_count = generation_restart_count(*scope_, g);
+          joined.node_rank = static_cast<int>(mine - list.begin());
+          joined.nodes = std::move(list);
+          return joined;
         }
         log_(str_cat("generation ", g, " closed without this node (", list.size(),
                      " nodes, --nnodes maximum reached or it arrived late); waiting for generation ", g + 1));
@@ -370,11 +372,12 @@ int ElasticRendezvous::nodes_waiting() {
   return n;
 }
 
-RoundEnd ElasticRendezvous::end_round(RoundEndKind kind, const std::string& reason) {
-  scope_->compareSet(elastic_key(generation_, "end"), {}, store_value(str_cat(round_end_name(kind), "\t", reason)));
+GenerationEnd ElasticRendezvous::end_generation(GenerationEndKind kind, const std::string& reason) {
+  scope_->compareSet(elastic_key(generation_, "end"), {},
+                     store_value(str_cat(generation_end_name(kind), "\t", reason)));
   return *end_of(generation_);
 }
 
-std::optional<RoundEnd> ElasticRendezvous::round_end() { return generation_end(*scope_, generation_); }
+std::optional<GenerationEnd> ElasticRendezvous::this_generation_end() { return generation_end(*scope_, generation_); }
 
 }  // namespace ringtorch

@@ -1,7 +1,7 @@
 // Elastic rendezvous: which nodes form the job, generation after generation, over any store.
 //
 // Note [Elastic generations]
-// A job is a sequence of generations (rounds). Every node's agent joins the first generation
+// A job is a sequence of generations. Every node's agent joins the first generation
 // that has not closed yet: it takes a ticket from the generation's counter and writes its
 // descriptor. A generation closes, once the previous one is over, as soon as max_nodes live
 // nodes have joined, or min_nodes have been there for last_call_timeout; the first agent to
@@ -42,6 +42,8 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include <ringtorch/error.h>
+
 #include "rendezvous/elastic_settings.h"
 
 namespace ringtorch {
@@ -58,7 +60,7 @@ struct ElasticNode {
   static std::optional<ElasticNode> decode(const std::string& line);
 };
 
-struct ElasticRound {
+struct ElasticGeneration {
   int generation = 0;
   int restart_count = 0;           // failure ends since the job's first generation
   std::vector<ElasticNode> nodes;  // index = node rank
@@ -69,11 +71,11 @@ struct ElasticRound {
 };
 
 // kDied: every member went silent without writing an end (the whole job was killed).
-enum class RoundEndKind { kFailure, kAdmission, kFinished, kAborted, kDied };
-const char* round_end_name(RoundEndKind kind);
+enum class GenerationEndKind { kFailure, kAdmission, kFinished, kAborted, kDied };
+const char* generation_end_name(GenerationEndKind kind);
 
-struct RoundEnd {
-  RoundEndKind kind = RoundEndKind::kFailure;
+struct GenerationEnd {
+  GenerationEndKind kind = GenerationEndKind::kFailure;
   std::string reason;
 };
 
@@ -87,7 +89,7 @@ std::string elastic_key(int generation, const std::string& name);
 // The run id the workers of `generation` use for their own keys: "<run>" for 0, else "<run>.<G>".
 std::string generation_run_id(const std::string& run, int generation);
 std::vector<ElasticNode> generation_members(c10d::Store& scope, int generation);  // empty until it closed
-std::optional<RoundEnd> generation_end(c10d::Store& scope, int generation);       // nullopt while it runs
+std::optional<GenerationEnd> generation_end(c10d::Store& scope, int generation);  // nullopt while it runs
 // How many failure ends lie between the job's first generation and `generation` (the restart
 // count every member of `generation` agrees on).
 int generation_restart_count(c10d::Store& scope, int generation);
@@ -111,7 +113,7 @@ class ElasticRendezvous {
   // at every poll (it may throw to give up, e.g. on a signal). Throws TimeoutError when fewer
   // than min_nodes were there for join_timeout (naming the nodes missing since the previous
   // generation), and RendezvousClosed when the job this node waited to join finished or aborted.
-  ElasticRound join(const std::function<void()>& tick);
+  ElasticGeneration join(const std::function<void()>& tick);
 
   // Bumps this node's heartbeat counter once keep_alive_interval has passed since the last.
   void heartbeat();
@@ -120,9 +122,9 @@ class ElasticRendezvous {
   // Nodes registered in the next generation whose heartbeat moves: waiting to be admitted.
   int nodes_waiting();
   // Ends the current generation unless it already ended; returns the end that stands.
-  RoundEnd end_round(RoundEndKind kind, const std::string& reason);
+  GenerationEnd end_generation(GenerationEndKind kind, const std::string& reason);
   // The current generation's end; nullopt while it runs.
-  std::optional<RoundEnd> round_end();
+  std::optional<GenerationEnd> this_generation_end();
 
   const ElasticSettings& settings() const { return settings_; }
   int generation() const { return generation_; }
@@ -142,7 +144,7 @@ class ElasticRendezvous {
   std::vector<ElasticNode> registrants(int generation);
   std::vector<ElasticNode> live_registrants(int generation);  // registrants not silent
   std::vector<ElasticNode> members(int generation) { return generation_members(*scope_, generation); }
-  std::optional<RoundEnd> end_of(int generation) { return generation_end(*scope_, generation); }
+  std::optional<GenerationEnd> end_of(int generation) { return generation_end(*scope_, generation); }
   bool generation_over(int generation);
   // Closes `generation` when its rule is met; true when its member list exists.
   bool try_close(int generation, std::optional<std::chrono::steady_clock::time_point>* enough_since);
@@ -158,14 +160,16 @@ class ElasticRendezvous {
   std::chrono::steady_clock::time_point last_beat_{};
 };
 
-// The job this node waited to join ended before admitting it.
-class RendezvousClosed : public std::runtime_error {
+// The job this node waited to join ended before admitting it (a change of membership: the
+// agent stops).
+class RendezvousClosed : public MembershipChangedError {
  public:
-  RendezvousClosed(RoundEnd end, const std::string& message) : std::runtime_error(message), end_(std::move(end)) {}
-  const RoundEnd& end() const { return end_; }
+  RendezvousClosed(GenerationEnd end, const std::string& message)
+      : MembershipChangedError(message), end_(std::move(end)) {}
+  const GenerationEnd& end() const { return end_; }
 
  private:
-  RoundEnd end_;
+  GenerationEnd end_;
 };
 
 }  // namespace ringtorch

@@ -3,7 +3,8 @@
 #include <map>
 #include <sstream>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "base/parse.h"
 
 namespace ringtorch {

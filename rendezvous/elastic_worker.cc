@@ -1,10 +1,10 @@
-#include "rendezvous/elastic_worker.h"
-
 #include <algorithm>
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/elastic_worker.h>
+#include <ringtorch/error.h>
+
 #include "base/parse.h"
 #include "rendezvous/elastic_rendezvous.h"
 
@@ -40,9 +40,9 @@ RendezvousOptions ElasticWorker::next_generation(const RendezvousOptions& base, 
   int g = generation_ + 1;
   while (true) {
     if (auto end = generation_end(*scope_, g - 1);
-        end && (end->kind == RoundEndKind::kAborted || end->kind == RoundEndKind::kFinished ||
-                end->kind == RoundEndKind::kDied)) {
-      throw PeerLostError(str_cat("elastic job '", run_, "' ", round_end_name(end->kind), " in generation ", g - 1,
+        end && (end->kind == GenerationEndKind::kAborted || end->kind == GenerationEndKind::kFinished ||
+                end->kind == GenerationEndKind::kDied)) {
+      throw PeerLostError(str_cat("elastic job '", run_, "' ", generation_end_name(end->kind), " in generation ", g - 1,
                                   end->reason.empty() ? "" : ": " + end->reason));
     }
     const auto nodes = generation_members(*scope_, g);
@@ -55,17 +55,17 @@ RendezvousOptions ElasticWorker::next_generation(const RendezvousOptions& base, 
       // Said before the group is made: if this generation ends meanwhile, the agent keeps this
       // process (and its commits) rather than stopping it.
       declare_in_process_recovery(*scope_, g, node_, local_rank_);
-      ElasticRound round;
-      round.generation = g;
-      round.nodes = nodes;
-      round.node_rank = static_cast<int>(mine - nodes.begin());
+      ElasticGeneration joined;
+      joined.generation = g;
+      joined.nodes = nodes;
+      joined.node_rank = static_cast<int>(mine - nodes.begin());
       RendezvousOptions next = base;
-      next.rank = round.first_rank() + local_rank_;
-      next.world_size = round.world_size();
+      next.rank = joined.first_rank() + local_rank_;
+      next.world_size = joined.world_size();
       next.run_id = generation_run_id(run_, g);
       const std::string restarts = std::to_string(generation_restart_count(*scope_, g));
       const std::string generation = std::to_string(g);
-      const std::string group_rank = std::to_string(round.node_rank);
+      const std::string group_rank = std::to_string(joined.node_rank);
       const EnvLookup outer = base.env;
       next.env = [=](const std::string& name) -> std::optional<std::string> {
         if (name == "TORCHELASTIC_RESTART_COUNT") return restarts;

@@ -5,7 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "base/parse.h"
 
 namespace ringtorch {

@@ -1,8 +1,8 @@
-#include "rendezvous/job_environment.h"
-
 #include <cstdlib>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/job_environment.h>
+
 #include "base/parse.h"
 #include "rendezvous/init_method.h"
 

@@ -1,6 +1,6 @@
-#include "rendezvous/join.h"
+#include <ringtorch/error.h>
+#include <ringtorch/join.h>
 
-#include "base/error.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {

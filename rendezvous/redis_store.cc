@@ -1,12 +1,12 @@
-#include "rendezvous/redis_store.h"
-
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <thread>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/redis_store.h>
+
 #include "rendezvous/store_value.h"
 #include "rendezvous/store_wait.h"
 

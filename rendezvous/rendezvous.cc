@@ -1,10 +1,10 @@
-#include "rendezvous/rendezvous.h"
-
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/join.h>
+#include <ringtorch/rendezvous.h>
+
 #include "rendezvous/init_method.h"
-#include "rendezvous/join.h"
 #include "rendezvous/store_factory.h"
 
 namespace ringtorch {

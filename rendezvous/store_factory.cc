@@ -10,9 +10,10 @@
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/redis_store.h>
+
 #include "rendezvous/deadline_store.h"
-#include "rendezvous/redis_store.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {

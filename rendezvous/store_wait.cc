@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 

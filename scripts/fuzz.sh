@@ -26,7 +26,7 @@ done
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 
 bash scripts/install_packages.sh fuzz clang-14 libclang-rt-14-dev cmake ninja-build libtorch-dev nlohmann-json3-dev \
-  zlib1g-dev
+  zlib1g-dev libcli11-dev
 
 cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 cmake --build "$BUILD_DIR" --target $(printf '%s_fuzz ' "${targets[@]}") -- -j"$(nproc)" >/dev/null

@@ -12,7 +12,7 @@ packages=(
   # toolchain
   cmake ninja-build g++ ccache pkg-config
   # engines and libraries (docs/ARCHITECTURE.md, "External engines")
-  libtorch-dev libgloo-dev libhiredis-dev nlohmann-json3-dev zlib1g-dev libplplot-dev
+  libtorch-dev libgloo-dev libhiredis-dev nlohmann-json3-dev zlib1g-dev libplplot-dev libspdlog-dev libcli11-dev
   # LibTorch runs on the netlib reference BLAS unless an OpenBLAS takes over libblas.so.3
   libopenblas0-pthread
   # tests: GoogleTest, a real Redis, the real Fashion-MNIST, network namespaces

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 #ifdef RINGTORCH_WITH_PLPLOT
 #include <plplot/plplot.h>

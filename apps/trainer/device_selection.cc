@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <set>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "base/parse.h"
 #include "rendezvous/init_method.h"
 

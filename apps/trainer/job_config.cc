@@ -1,12 +1,16 @@
 #include "apps/trainer/job_config.h"
 
+#include <algorithm>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include <ringtorch/error.h>
+
 #include "apps/trainer/device_selection.h"
-#include "base/error.h"
+#include "base/command_line.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -22,72 +26,114 @@ constexpr int kMaxDepth = 8;
 
 }  // namespace
 
+namespace {
+
+// One of ringtrain's flags: how its text value sets the options. `boolean`: on the command line
+// it is a flag (--resume, --resume=false); in a config, true or false.
+struct TrainerFlag {
+  const char* name;
+  bool boolean;
+  std::function<void(const std::string& value, TrainerOptions&, RendezvousOptions&)> set;
+};
+
+bool parse_bool(const std::string& flag, const std::string& value) {
+  if (value == "true" || value == "1") return true;
+  if (value == "false" || value == "0") return false;
+  throw InvalidArgumentError(flag + " " + value + ": use true or false");
+}
+
+// Every flag of ringtrain (and key of its job config), in the order the usage lists them.
+const std::vector<TrainerFlag>& trainer_flags() {
+  using O = TrainerOptions;
+  using R = RendezvousOptions;
+  static const std::vector<TrainerFlag> flags = {
+      {"--dataset", false, [](const std::string& v, O& o, R&) { o.dataset = v; }},
+      {"--data-dir", false, [](const std::string& v, O& o, R&) { o.data_dir = v; }},
+      {"--model", false, [](const std::string& v, O& o, R&) { o.model = v; }},
+      {"--epochs", false,
+       [](const std::string& v, O& o, R&) { o.epochs = parse_int_in_range(v, 1, 1 << 20, "--epochs"); }},
+      {"--batch-size", false,
+       [](const std::string& v, O& o, R&) { o.batch_size = parse_int_in_range(v, 1, 1 << 20, "--batch-size"); }},
+      {"--balance", false, [](const std::string& v, O& o, R&) { o.balance = v; }},
+      {"--max-train-samples", false,
+       [](const std::string& v, O& o, R&) {
+         o.max_train_samples = parse_int_in_range(v, 1, 1 << 30, "--max-train-samples");
+       }},
+      {"--global-batch", false,
+       [](const std::string& v, O& o, R&) { o.global_batch = parse_int_in_range(v, 1, 1 << 30, "--global-batch"); }},
+      {"--lr", false,
+       [](const std::string& v, O& o, R&) { o.lr = parse_number_in_range(v, 0, kLargestFloat, "--lr"); }},
+      {"--momentum", false,
+       [](const std::string& v, O& o, R&) { o.momentum = parse_number_in_range(v, 0, kLargestFloat, "--momentum"); }},
+      {"--weight-decay", false,
+       [](const std::string& v, O& o, R&) {
+         o.weight_decay = parse_number_in_range(v, 0, kLargestFloat, "--weight-decay");
+       }},
+      {"--optimizer", false, [](const std::string& v, O& o, R&) { o.optimizer = v; }},
+      {"--seed", false,
+       [](const std::string& v, O& o, R&) {
+         o.seed = static_cast<uint64_t>(parse_int_in_range(v, 0, 1 << 30, "--seed"));
+       }},
+      {"--threads", false,
+       [](const std::string& v, O& o, R&) { o.threads = parse_int_in_range(v, 0, 1024, "--threads"); }},
+      {"--device", false, [](const std::string& v, O& o, R&) { o.device = v; }},
+      {"--gpus", false, [](const std::string& v, O& o, R&) { o.gpus = parse_device_ids(v); }},
+      {"--checkpoint-dir", false, [](const std::string& v, O& o, R&) { o.checkpoint_dir = v; }},
+      {"--checkpoint-every-steps", false,
+       [](const std::string& v, O& o, R&) {
+         o.checkpoint_every_steps = parse_int_in_range(v, 0, 1 << 30, "--checkpoint-every-steps");
+       }},
+      {"--resume", true, [](const std::string& v, O& o, R&) { o.resume = parse_bool("--resume", v); }},
+      {"--elastic", false,
+       [](const std::string& v, O& o, R&) {
+         if (v != "restart" && v != "in-process")
+           throw InvalidArgumentError("--elastic " + v + ": use restart or in-process");
+         o.elastic = v;
+       }},
+      {"--commit-every-steps", false,
+       [](const std::string& v, O& o, R&) {
+         o.commit_every_steps = parse_int_in_range(v, 1, 1 << 30, "--commit-every-steps");
+       }},
+      {"--metrics", false, [](const std::string& v, O& o, R&) { o.metrics_path = v; }},
+      {"--progress", false, [](const std::string& v, O& o, R&) { o.progress = v; }},
+      {"--timeline", false, [](const std::string& v, O& o, R&) { o.timeline_path = v; }},
+      {"--plot", false, [](const std::string& v, O& o, R&) { o.plot_path = v; }},
+      {"--log-interval", false,
+       [](const std::string& v, O& o, R&) { o.log_interval = parse_int_in_range(v, 0, 1 << 30, "--log-interval"); }},
+      {"--init-method", false, [](const std::string& v, O&, R& r) { r.init_method = v; }},
+      {"--timeout", false, [](const std::string& v, O&, R& r) { r.timeout = parse_seconds(v, "--timeout"); }},
+  };
+  return flags;
+}
+
+}  // namespace
+
 bool apply_trainer_flag(const std::string& arg, const std::string& value, TrainerOptions& o,
                         RendezvousOptions& rdzv_options) {
-  if (arg == "--dataset") {
-    o.dataset = value;
-  } else if (arg == "--data-dir") {
-    o.data_dir = value;
-  } else if (arg == "--model") {
-    o.model = value;
-  } else if (arg == "--epochs") {
-    o.epochs = parse_int_in_range(value, 1, 1 << 20, arg);
-  } else if (arg == "--batch-size") {
-    o.batch_size = parse_int_in_range(value, 1, 1 << 20, arg);
-  } else if (arg == "--balance") {
-    o.balance = value;
-  } else if (arg == "--max-train-samples") {
-    o.max_train_samples = parse_int_in_range(value, 1, 1 << 30, arg);
-  } else if (arg == "--global-batch") {
-    o.global_batch = parse_int_in_range(value, 1, 1 << 30, arg);
-  } else if (arg == "--lr") {
-    o.lr = parse_number_in_range(value, 0, kLargestFloat, arg);
-  } else if (arg == "--momentum") {
-    o.momentum = parse_number_in_range(value, 0, kLargestFloat, arg);
-  } else if (arg == "--weight-decay") {
-    o.weight_decay = parse_number_in_range(value, 0, kLargestFloat, arg);
-  } else if (arg == "--optimizer") {
-    o.optimizer = value;
-  } else if (arg == "--seed") {
-    o.seed = static_cast<uint64_t>(parse_int_in_range(value, 0, 1 << 30, arg));
-  } else if (arg == "--threads") {
-    o.threads = parse_int_in_range(value, 0, 1024, arg);
-  } else if (arg == "--checkpoint-dir") {
-    o.checkpoint_dir = value;
-  } else if (arg == "--checkpoint-every-steps") {
-    o.checkpoint_every_steps = parse_int_in_range(value, 0, 1 << 30, arg);
-  } else if (arg == "--elastic") {
-    if (value != "restart" && value != "in-process") {
-      throw InvalidArgumentError(arg + " " + value + ": use restart or in-process");
-    }
-    o.elastic = value;
-  } else if (arg == "--commit-every-steps") {
-    o.commit_every_steps = parse_int_in_range(value, 1, 1 << 30, arg);
-  } else if (arg == "--resume") {
-    if (value != "true" && value != "false") throw InvalidArgumentError(arg + " " + value + ": use true or false");
-    o.resume = value == "true";
-  } else if (arg == "--metrics") {
-    o.metrics_path = value;
-  } else if (arg == "--timeline") {
-    o.timeline_path = value;
-  } else if (arg == "--plot") {
-    o.plot_path = value;
-  } else if (arg == "--device") {
-    o.device = value;
-  } else if (arg == "--gpus") {
-    o.gpus = parse_device_ids(value);
-  } else if (arg == "--progress") {
-    o.progress = value;
-  } else if (arg == "--log-interval") {
-    o.log_interval = parse_int_in_range(value, 0, 1 << 30, arg);
-  } else if (arg == "--init-method") {
-    rdzv_options.init_method = value;
-  } else if (arg == "--timeout") {
-    rdzv_options.timeout = parse_seconds(value, arg);
-  } else {
-    return false;
+  std::string name = arg;
+  std::replace(name.begin(), name.end(), '_', '-');  // --batch_size is --batch-size
+  for (const TrainerFlag& flag : trainer_flags()) {
+    if (name != flag.name) continue;
+    flag.set(value, o, rdzv_options);
+    return true;
   }
-  return true;
+  return false;
+}
+
+bool parse_trainer_command_line(const std::vector<std::string>& args, const std::string& usage, TrainerOptions& o,
+                                RendezvousOptions& rdzv_options) {
+  CommandLine cli("ringtrain", usage);
+  // Declared first, so applied first: every flag then overrides the file, wherever it stands.
+  cli.option("--config", [&](const std::string& path) { apply_job_config_file(path, o, rdzv_options); });
+  for (const TrainerFlag& flag : trainer_flags()) {
+    if (flag.boolean) {
+      cli.flag(flag.name, [&](bool on) { flag.set(on ? "true" : "false", o, rdzv_options); });
+    } else {
+      cli.option(flag.name, [&](const std::string& v) { flag.set(v, o, rdzv_options); });
+    }
+  }
+  cli.ignored("--local_rank");  // torch.distributed.launch's; LOCAL_RANK says the same
+  return cli.parse(args);
 }
 
 void apply_job_config(const std::string& text, const std::string& source, TrainerOptions& o,
@@ -118,7 +164,7 @@ void apply_job_config(const std::string& text, const std::string& source, Traine
       if (value.is_object() || value.is_null() || !apply_trainer_flag("--" + key, text_value, o, rdzv_options)) {
         throw InvalidArgumentError(
             "unknown key or value of the wrong kind; keys are ringtrain's flags "
-            "without dashes (see ringtrain --help)");
+            "without their leading dashes (see ringtrain --help)");
       }
     } catch (const Error& e) {
       throw InvalidArgumentError("--config " + source + ": key '" + key + "' = " + value.dump() + ": " + e.what());

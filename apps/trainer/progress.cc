@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

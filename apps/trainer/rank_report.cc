@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "base/error.h"
-#include "runtime/comm/process_group.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
 
 namespace ringtorch {
 

@@ -22,10 +22,12 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/elastic_state.h>
+#include <ringtorch/error.h>
+#include <ringtorch/image_dataset.h>
+#include <ringtorch/process_group.h>
+
 #include "apps/trainer/trainer_options.h"
-#include "datasets/image_dataset.h"
-#include "runtime/comm/process_group.h"
-#include "runtime/training/elastic_state.h"
 
 namespace ringtorch {
 
@@ -67,9 +69,11 @@ struct ElasticHooks {
   Datasets* datasets = nullptr;
 };
 
-class MembershipChanged : public std::runtime_error {
+// Thrown out of train() at a commit where the ranks agreed that the generation ended
+// (--elastic in-process): the caller makes the next group and trains on.
+class MembershipChanged : public MembershipChangedError {
  public:
-  using std::runtime_error::runtime_error;
+  using MembershipChangedError::MembershipChangedError;
 };
 
 // Collective: every rank of `group` calls it with the same options.

@@ -2,7 +2,8 @@
 
 #include <gloo/allreduce.h>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
@@ -12,8 +13,7 @@ AllreduceAlgorithm parse_allreduce_algorithm(const std::string& name, const std:
   if (name == "direct") return AllreduceAlgorithm::kDirect;
   if (name == "ring") return AllreduceAlgorithm::kRing;
   if (name == "bcube") return AllreduceAlgorithm::kBcube;
-  if (name == "halves") return AllreduceAlgorithm::kHalves;
-  throw InvalidArgumentError(str_cat(origin, "=", name, ": use auto, direct, halves, ring or bcube"));
+  throw InvalidArgumentError(str_cat(origin, "=", name, ": use auto, direct, ring or bcube"));
 }
 
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
@@ -26,18 +26,14 @@ const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
       return "ring";
     case AllreduceAlgorithm::kBcube:
       return "bcube";
-    case AllreduceAlgorithm::kHalves:
-      return "halves";
   }
   return "?";
 }
 
 AllreduceAlgorithm choose_allreduce_algorithm(AllreduceAlgorithm requested, size_t bytes, int world_size) {
-  if (requested == AllreduceAlgorithm::kHalves && world_size != 2) return AllreduceAlgorithm::kRing;
   if (requested != AllreduceAlgorithm::kAuto) return requested;
   if (world_size == 2) {
-    if (bytes < kHalvesMinBytesTwoRanks) return AllreduceAlgorithm::kDirect;
-    return bytes <= kHalvesMaxBytesTwoRanks ? AllreduceAlgorithm::kHalves : AllreduceAlgorithm::kRing;
+    return bytes < kDirectMaxBytesTwoRanks ? AllreduceAlgorithm::kDirect : AllreduceAlgorithm::kRing;
   }
   const size_t fanout = bytes * static_cast<size_t>(world_size > 1 ? world_size - 1 : 1);
   return fanout <= kDirectMaxFanoutBytes ? AllreduceAlgorithm::kDirect : AllreduceAlgorithm::kRing;
@@ -48,10 +44,6 @@ void allreduce_buffer(const std::shared_ptr<gloo::Context>& context, void* data,
                       std::chrono::milliseconds timeout, ScratchBuffer& scratch, const FingerprintCheck* check) {
   if (algorithm == AllreduceAlgorithm::kDirect) {
     direct_allreduce(*context, data, count, element_size, reduce, tag, timeout, scratch, check);
-    return;
-  }
-  if (algorithm == AllreduceAlgorithm::kHalves) {
-    halves_allreduce(*context, data, count, element_size, reduce, tag, timeout, scratch, check);
     return;
   }
   if (check && context->size > 1) {

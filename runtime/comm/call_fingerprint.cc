@@ -8,7 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/comm/allreduce_algorithm.h"
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/sync_lane.h"
@@ -22,8 +23,8 @@ constexpr int64_t kMagic = 0x5254465031;  // "RTFP" and format 1
 constexpr int kSequenceWord = 1, kCallWord = 2, kAlgorithmWord = kCallWord + CallSignature::kWords,
               kInlineBytesWord = kAlgorithmWord + 1, kHeaderWords = kInlineBytesWord + 1;
 constexpr size_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
-static_assert(kHeaderBytes + FingerprintExchange::kInlineBytes <= SyncLane::kCapacity, "a lane message holds it all");
-constexpr size_t kMessageCapacity = kHeaderBytes + FingerprintExchange::kInlineBytes;
+static_assert(kHeaderBytes <= kFingerprintHeaderBytes, "sizes.h reserves the header's room");
+constexpr size_t kMessageCapacity = kHeaderBytes + kFingerprintInlineBytes;
 
 using Header = std::array<int64_t, kHeaderWords>;
 
@@ -98,9 +99,9 @@ void FingerprintExchange::exchange(gloo::Context& context, const CallFingerprint
                                    size_t inline_bytes, std::chrono::steady_clock::time_point deadline) {
   rank_ = context.rank;
   const int rank = context.rank, size = context.size;
-  if (inline_bytes > kInlineBytes) {
+  if (inline_bytes > kFingerprintInlineBytes) {
     throw InvalidArgumentError(
-        str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kInlineBytes, ")"));
+        str_cat("call fingerprint: ", inline_bytes, " inline bytes (at most ", kFingerprintInlineBytes, ")"));
   }
   if (uses_lane_ && !lane_) {
     throw InvalidArgumentError("call fingerprint: the group's synchronous lane was closed (the group was shut down)");

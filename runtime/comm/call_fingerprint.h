@@ -9,12 +9,12 @@
 // <= op.nbytes"; silently wrong sums when the byte counts happen to agree; a timeout otherwise).
 //
 // Why it cannot itself trip Gloo's length check: every rank receives fingerprints into the
-// same fixed capacity (header + kInlineBytes), whatever the call, and nothing else is ever
+// same fixed capacity (header + kFingerprintInlineBytes), whatever the call, and nothing else is ever
 // sent on the fingerprint slot (tag_space.h) or the synchronous lane; a message only has to
 // fit, not to match.
 //
 // Why it is cheap: small all-reduces, broadcasts and allgathers carry their data inside the
-// fingerprint message (up to kInlineBytes), so the exchange *is* the collective and the
+// fingerprint message (up to kFingerprintInlineBytes), so the exchange *is* the collective and the
 // check adds no round trip (a barrier over Gloo is the exchange alone); larger ones, and the
 // other collectives, pay one round trip of 80 bytes before their data. Measured costs:
 // docs/benchmarks.md, "Call fingerprint".
@@ -43,6 +43,7 @@
 
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/scratch_buffer.h"
+#include "runtime/comm/sizes.h"
 
 namespace ringtorch {
 
@@ -63,11 +64,9 @@ class FingerprintExchange {
   explicit FingerprintExchange(std::unique_ptr<SyncLane> lane);
   ~FingerprintExchange();  // drops the posted receives (each keeps Gloo's transport context alive)
 
-  // Data up to this size travels inside the fingerprint message.
-  static constexpr size_t kInlineBytes = size_t{256} << 10;
   bool uses_lane() const { return uses_lane_; }
 
-  // Sends `mine` and `inline_bytes` (<= kInlineBytes) of `inline_data` to every peer and
+  // Sends `mine` and `inline_bytes` (<= kFingerprintInlineBytes) of `inline_data` to every peer and
   // receives theirs, by `deadline`. Throws MismatchError (FailureSite::peer: the first rank that differs)
   // when a peer's fingerprint is not `mine`; TimeoutError or PeerLostError naming the peer whose
   // fingerprint did not arrive.

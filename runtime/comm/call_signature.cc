@@ -1,6 +1,7 @@
 #include "runtime/comm/call_signature.h"
 
-#include "base/str_cat.h"
+#include <ringtorch/str_cat.h>
+
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {

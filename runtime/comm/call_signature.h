@@ -13,8 +13,9 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/reduce_op.h>
+
 #include "runtime/comm/op_type.h"
-#include "runtime/comm/reduce_op.h"
 
 namespace ringtorch {
 

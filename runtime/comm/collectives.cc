@@ -8,10 +8,12 @@
 
 #include <cstring>
 
-#include "base/error.h"
-#include "runtime/comm/chunk_plan.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+
 #include "runtime/comm/direct_allreduce.h"
-#include "runtime/comm/process_group.h"
+#include "runtime/comm/piece_plan.h"
+#include "runtime/comm/process_group_impl.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/tensor_checks.h"
@@ -22,16 +24,16 @@
 
 namespace ringtorch {
 
-Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeout call_timeout) {
   Operation operation = begin(OpType::kAllreduce, call_timeout);
   check_tensor(context_prefix(), OpType::kAllreduce, "", tensor);
   check_reduce_op(OpType::kAllreduce, op, tensor);
   operation.tensors = {tensor};
-  // Every rank cuts a large buffer into the same pieces (chunk_plan.h), whatever its device: a
+  // Every rank cuts a large buffer into the same pieces (piece_plan.h), whatever its device: a
   // CUDA rank overlaps its copies with the reduction of other pieces, and CPU ranks in the same
   // group issue the same collectives (whole buffers where no rank has a GPU: agree_on_group()).
-  const std::vector<ChunkSpan> pieces =
-      plan_chunks(static_cast<size_t>(tensor.numel()), tensor.element_size(), allreduce_piece_bytes_);
+  const std::vector<PieceSpan> pieces =
+      plan_pieces(static_cast<size_t>(tensor.numel()), tensor.element_size(), allreduce_piece_bytes_);
   std::shared_ptr<cuda::StagedTransfer> transfer;
 #ifdef RINGTORCH_WITH_CUDA
   if (tensor.is_cuda()) {
@@ -86,7 +88,7 @@ Operation ProcessGroup::prepare_allreduce(at::Tensor tensor, ReduceOp op, Timeou
   return operation;
 }
 
-Operation ProcessGroup::prepare_broadcast(at::Tensor tensor, int root, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_broadcast(at::Tensor tensor, int root, Timeout call_timeout) {
   Operation operation = begin(OpType::kBroadcast, call_timeout);
   check_tensor(context_prefix(), OpType::kBroadcast, "", tensor);
   check_root(OpType::kBroadcast, root);
@@ -96,7 +98,7 @@ Operation ProcessGroup::prepare_broadcast(at::Tensor tensor, int root, Timeout c
   operation.detail = str_cat(tensor_summary(tensor), " from rank ", root);
   if (same_host_) operation.path = same_host_path_name();
   // Over Gloo, a small buffer travels inside the root's call fingerprint: the check is the broadcast.
-  const bool in_fingerprint = !same_host_ && size_ > 1 && tensor.nbytes() <= FingerprintExchange::kInlineBytes;
+  const bool in_fingerprint = !same_host_ && size_ > 1 && tensor.nbytes() <= kFingerprintInlineBytes;
   operation.run_checks_call = (same_host_ && tensor.numel() > 0) || in_fingerprint;  // else the executor checks
   operation.run = [=, context = context_, same_host = same_host_, fingerprint = fingerprint_, call = operation.call,
                    is_root = rank_ == root, timeout = operation.timeout](uint32_t tag) {
@@ -121,7 +123,7 @@ Operation ProcessGroup::prepare_broadcast(at::Tensor tensor, int root, Timeout c
   return operation;
 }
 
-Operation ProcessGroup::prepare_allgather(at::Tensor input, at::Tensor output, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_allgather(at::Tensor input, at::Tensor output, Timeout call_timeout) {
   Operation operation = begin(OpType::kAllgather, call_timeout);
   check_tensor(context_prefix(), OpType::kAllgather, "input", input);
   check_tensor(context_prefix(), OpType::kAllgather, "output", output);
@@ -133,7 +135,7 @@ Operation ProcessGroup::prepare_allgather(at::Tensor input, at::Tensor output, T
   operation.detail = str_cat(tensor_summary(input), " per rank");
   if (same_host_) operation.path = same_host_path_name();
   // Over Gloo, small blocks travel inside the call fingerprints: the check is the allgather.
-  const bool in_fingerprint = !same_host_ && size_ > 1 && input.nbytes() <= FingerprintExchange::kInlineBytes;
+  const bool in_fingerprint = !same_host_ && size_ > 1 && input.nbytes() <= kFingerprintInlineBytes;
   operation.run_checks_call = (same_host_ && input.numel() > 0) || in_fingerprint;  // else the executor checks
   operation.run = [=, context = context_, same_host = same_host_, fingerprint = fingerprint_, call = operation.call,
                    rank = rank_, size = size_, timeout = operation.timeout](uint32_t tag) {
@@ -160,8 +162,8 @@ Operation ProcessGroup::prepare_allgather(at::Tensor input, at::Tensor output, T
   return operation;
 }
 
-Operation ProcessGroup::prepare_allgatherv(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
-                                           Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_allgatherv(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
+                                                 Timeout call_timeout) {
   Operation operation = begin(OpType::kAllgatherv, call_timeout);
   check_tensor(context_prefix(), OpType::kAllgatherv, "input", input);
   check_tensor(context_prefix(), OpType::kAllgatherv, "output", output);
@@ -197,7 +199,7 @@ Operation ProcessGroup::prepare_allgatherv(at::Tensor input, at::Tensor output, 
   return operation;
 }
 
-Operation ProcessGroup::prepare_barrier(Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_barrier(Timeout call_timeout) {
   Operation operation = begin(OpType::kBarrier, call_timeout);
   operation.detail = str_cat(size_, " ranks");
   if (same_host_) operation.path = same_host_path_name();

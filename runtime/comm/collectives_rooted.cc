@@ -6,16 +6,18 @@
 #include <gloo/reduce.h>
 #include <gloo/scatter.h>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+
 #include "runtime/comm/direct_allreduce.h"
-#include "runtime/comm/process_group.h"
+#include "runtime/comm/process_group_impl.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/tensor_checks.h"
 
 namespace ringtorch {
 
-Operation ProcessGroup::prepare_reduce(at::Tensor tensor, int root, ReduceOp op, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_reduce(at::Tensor tensor, int root, ReduceOp op, Timeout call_timeout) {
   Operation operation = begin(OpType::kReduce, call_timeout);
   check_tensor(context_prefix(), OpType::kReduce, "", tensor);
   check_root(OpType::kReduce, root);
@@ -44,7 +46,7 @@ Operation ProcessGroup::prepare_reduce(at::Tensor tensor, int root, ReduceOp op,
   return operation;
 }
 
-Operation ProcessGroup::prepare_gather(at::Tensor input, at::Tensor output, int root, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_gather(at::Tensor input, at::Tensor output, int root, Timeout call_timeout) {
   Operation operation = begin(OpType::kGather, call_timeout);
   check_tensor(context_prefix(), OpType::kGather, "input", input);
   check_root(OpType::kGather, root);
@@ -72,7 +74,7 @@ Operation ProcessGroup::prepare_gather(at::Tensor input, at::Tensor output, int 
   return operation;
 }
 
-Operation ProcessGroup::prepare_scatter(at::Tensor input, at::Tensor output, int root, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_scatter(at::Tensor input, at::Tensor output, int root, Timeout call_timeout) {
   Operation operation = begin(OpType::kScatter, call_timeout);
   check_tensor(context_prefix(), OpType::kScatter, "output", output);
   check_root(OpType::kScatter, root);
@@ -105,7 +107,8 @@ Operation ProcessGroup::prepare_scatter(at::Tensor input, at::Tensor output, int
   return operation;
 }
 
-Operation ProcessGroup::prepare_reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op,
+                                                     Timeout call_timeout) {
   Operation operation = begin(OpType::kReduceScatter, call_timeout);
   check_tensor(context_prefix(), OpType::kReduceScatter, "input", input);
   check_tensor(context_prefix(), OpType::kReduceScatter, "output", output);
@@ -140,7 +143,7 @@ Operation ProcessGroup::prepare_reduce_scatter(at::Tensor input, at::Tensor outp
   return operation;
 }
 
-Operation ProcessGroup::prepare_alltoall(at::Tensor input, at::Tensor output, Timeout call_timeout) {
+Operation ProcessGroup::Impl::prepare_alltoall(at::Tensor input, at::Tensor output, Timeout call_timeout) {
   Operation operation = begin(OpType::kAlltoall, call_timeout);
   check_tensor(context_prefix(), OpType::kAlltoall, "input", input);
   check_tensor(context_prefix(), OpType::kAlltoall, "output", output);

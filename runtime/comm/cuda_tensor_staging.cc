@@ -6,7 +6,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 
@@ -19,12 +19,12 @@ void* current_cuda_stream(const at::Device& device) {
 #endif
 }
 
-std::unique_ptr<cuda::StagedTransfer> stage_cuda_tensor(const at::Tensor& tensor, const std::vector<ChunkSpan>& pieces,
+std::unique_ptr<cuda::StagedTransfer> stage_cuda_tensor(const at::Tensor& tensor, const std::vector<PieceSpan>& pieces,
                                                         bool copy_in) {
   std::vector<cuda::ByteRange> ranges;
   ranges.reserve(pieces.size());
   const size_t element_size = tensor.element_size();
-  for (const ChunkSpan& piece : pieces) ranges.push_back({piece.first * element_size, piece.count * element_size});
+  for (const PieceSpan& piece : pieces) ranges.push_back({piece.first * element_size, piece.count * element_size});
   return std::make_unique<cuda::StagedTransfer>(tensor.device().index(), tensor.data_ptr(), std::move(ranges),
                                                 current_cuda_stream(tensor.device()), copy_in);
 }

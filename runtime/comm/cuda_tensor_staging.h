@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/comm/chunk_plan.h"
+#include "runtime/comm/piece_plan.h"
 #include "runtime/cuda/staged_transfer.h"
 
 namespace ringtorch {
@@ -24,7 +24,7 @@ void* current_cuda_stream(const at::Device& device);
 
 // Starts `tensor`'s trip through host memory in `pieces` (element ranges), copying it in when
 // `copy_in`. `tensor` must be a contiguous CUDA tensor.
-std::unique_ptr<cuda::StagedTransfer> stage_cuda_tensor(const at::Tensor& tensor, const std::vector<ChunkSpan>& pieces,
+std::unique_ptr<cuda::StagedTransfer> stage_cuda_tensor(const at::Tensor& tensor, const std::vector<PieceSpan>& pieces,
                                                         bool copy_in);
 
 // A CPU tensor of `like`'s shape and dtype over the transfer's host buffer (no copy; valid while

@@ -6,7 +6,8 @@
 #include <memory>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/comm/gloo_failure.h"
 #include "runtime/comm/tag_space.h"
 
@@ -37,7 +38,7 @@ void direct_allreduce(gloo::Context& context, void* data, size_t count, size_t e
   if (size == 1) return;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   if (check) {
-    const bool inline_data = bytes <= FingerprintExchange::kInlineBytes;
+    const bool inline_data = bytes <= kFingerprintInlineBytes;
     check->exchange->exchange(context, check->fingerprint, data, inline_data ? bytes : 0, deadline);
     if (inline_data) {
       if (bytes == 0) return;

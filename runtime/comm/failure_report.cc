@@ -6,7 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/store_value.h"
 #include "rendezvous/store_wait.h"
 

@@ -26,7 +26,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 

@@ -4,7 +4,7 @@
 #include <cctype>
 #include <exception>
 
-#include "base/str_cat.h"
+#include <ringtorch/str_cat.h>
 
 namespace ringtorch {
 namespace {

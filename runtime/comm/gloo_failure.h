@@ -14,7 +14,7 @@
 #include <chrono>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 

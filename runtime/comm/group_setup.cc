@@ -9,20 +9,18 @@
 #include <optional>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
+#include "base/log.h"
 #include "base/parse.h"
 #include "rendezvous/gloo_store.h"
 #include "rendezvous/store_wait.h"
-#include "runtime/comm/chunk_plan.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
-#include "runtime/comm/pair_sockets.h"
-#include "runtime/comm/peer_kernels.h"
+#include "runtime/comm/piece_plan.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/socket_device.h"
-#include "runtime/comm/socket_send_buffer.h"
 #include "runtime/comm/tag_space.h"
-#include "runtime/comm/tcp_congestion.h"
 
 namespace ringtorch {
 namespace {
@@ -74,22 +72,14 @@ GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::
   } else if (const char* shm = std::getenv("RINGTORCH_SHM")) {
     s.shared_memory = std::string(shm) != "0";
   }
-  if (options.sync_pairs) {
-    s.sync_pairs = *options.sync_pairs;
-  } else if (const char* sync = environment("RINGTORCH_SYNC_PAIRS")) {
-    s.sync_pairs = parse_int_in_range(sync, 0, 1, "environment variable RINGTORCH_SYNC_PAIRS (0 or 1)") == 1;
-  }
-  if (options.socket_send_buffer) {
-    s.socket_send_buffer = *options.socket_send_buffer;
-    s.socket_send_buffer_setting = "ProcessGroupOptions::socket_send_buffer";
-  } else if (const char* sndbuf = environment("RINGTORCH_SOCKET_SNDBUF")) {
-    s.socket_send_buffer = parse_socket_send_buffer(sndbuf, "environment variable RINGTORCH_SOCKET_SNDBUF");
-  }
-  if (options.tcp_congestion) {
-    s.tcp_congestion = *options.tcp_congestion;
-    s.tcp_congestion_setting = "ProcessGroupOptions::tcp_congestion";
-  } else if (const char* congestion = environment("RINGTORCH_TCP_CONGESTION")) {
-    s.tcp_congestion = parse_tcp_congestion(congestion, "environment variable RINGTORCH_TCP_CONGESTION");
+  if (options.sync_lane) {
+    s.sync_lane = *options.sync_lane;
+  } else if (const char* lane = environment("RINGTORCH_SYNC_LANE")) {
+    s.sync_lane = parse_int_in_range(lane, 0, 1, "environment variable RINGTORCH_SYNC_LANE (0 or 1)") == 1;
+  } else if (const char* old = environment("RINGTORCH_SYNC_PAIRS")) {
+    static const bool said = (log_warning("RINGTORCH_SYNC_PAIRS is now RINGTORCH_SYNC_LANE; set that"), true);
+    (void)said;
+    s.sync_lane = parse_int_in_range(old, 0, 1, "environment variable RINGTORCH_SYNC_PAIRS (0 or 1)") == 1;
   }
   s.segment_tag = (options.segment_tag.empty() ? std::string("group") : options.segment_tag) + "-" + options.name;
   s.host_identity = options.host_identity;
@@ -108,32 +98,16 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   mesh.store = c10::make_intrusive<c10d::PrefixStore>("gloo/" + settings.name, store);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(settings.timeout);
-  // Gloo's TCP transport only: other transports have no sockets.
-  const bool tune_sockets = size > 1 && is_tcp_device(*choice.device);
-  std::vector<int> sockets;
-  std::vector<bool> on_this_kernel;
   connecting(rank, str_cat("connecting group '", settings.name, "' over ", choice.why), prefix,
              "check that every rank can reach this address (firewall, RINGTORCH_SOCKET_IFNAME)", [&] {
                GlooStore gloo_store(mesh.store);
                context->connectFullMesh(gloo_store, choice.device);
                publish_peer_addresses(*mesh.store, *context);
-               if (tune_sockets) {
-                 on_this_kernel = peers_on_this_kernel(rank, size, *mesh.store);
-                 sockets = find_pair_sockets(*context, *mesh.store);
-               }
              });
-  if (tune_sockets) {
-    try {
-      for (const std::string& said : {apply_send_buffers(sockets, on_this_kernel, settings.socket_send_buffer,
-                                                         settings.socket_send_buffer_setting),
-                                      apply_congestion_control(sockets, on_this_kernel, settings.tcp_congestion,
-                                                               settings.tcp_congestion_setting)}) {
-        if (!said.empty()) mesh.socket_tuning += (mesh.socket_tuning.empty() ? "" : "; ") + said;
-      }
-    } catch (const InvalidArgumentError& e) {
-      throw InvalidArgumentError(str_cat(prefix, "creating group '", settings.name, "': ", e.what()),
-                                 {rank, e.site().peer, "tuning the group's sockets"});
-    }
+  // The lane binds where the group's pairs listen (Gloo's TCP transport only: others have no
+  // socket addresses).
+  if (size > 1 && is_tcp_device(*choice.device)) {
+    mesh.address = host_of_address(context->getPair(rank == 0 ? 1 : 0)->address().str());
   }
   mesh.context = std::move(context);
   mesh.device = std::move(choice.device);
@@ -180,18 +154,18 @@ GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settin
     agreement.allreduce_piece_bytes = forced_pieces.value_or(SIZE_MAX);
     return agreement;
   }
-  // Pieces (chunk_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
+  // Pieces (piece_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
   // every rank must cut alike; a group where no rank sees a GPU keeps whole buffers, which
   // measured 10-20% faster over TCP at 64 MiB. A lane must exist on every rank or on none.
   // Asked once per process: LibTorch's lazy set-up of its CUDA hooks synchronises in code TSan
   // cannot see, so groups created on several threads at once (the tests) were reported as a race
   // in at::Context::hasCUDA(); a function-local static is initialised under a guard TSan knows.
   static const bool this_process_has_cuda = at::hasCUDA();
-  const bool declines_lane = !settings.sync_pairs || !SyncLane::supports(*mesh.device);
+  const bool declines_lane = !settings.sync_lane || mesh.address.empty();
   int32_t any[2] = {this_process_has_cuda ? 1 : 0, declines_lane ? 1 : 0};
   creation_allreduce(mesh, any, 2, ReduceOp::kMax, settings, prefix,
                      "agreeing whether any rank has a GPU or declines a synchronous lane");
-  agreement.allreduce_piece_bytes = forced_pieces.value_or(any[0] ? kAllreduceChunkBytes : SIZE_MAX);
+  agreement.allreduce_piece_bytes = forced_pieces.value_or(any[0] ? kAllreducePieceBytes : SIZE_MAX);
   agreement.sync_lane = any[1] == 0;
   return agreement;
 }
@@ -201,30 +175,22 @@ std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSetting
   const int rank = mesh.context->rank, size = mesh.context->size;
   std::unique_ptr<SyncLane> lane;
   connecting(rank, str_cat("connecting the synchronous lane of group '", settings.name, "'"), prefix,
-             "set RINGTORCH_SYNC_PAIRS=0 to go without it", [&] {
+             "set RINGTORCH_SYNC_LANE=0 to go without it", [&] {
                lane = SyncLane::connect(c10::make_intrusive<c10d::PrefixStore>("sync", mesh.store), rank, size,
-                                        mesh.device, settings.timeout);
+                                        mesh.address, settings.timeout);
              });
-  // A write from one rank to another must fit both ends' buffers: the group's smallest decide.
-  auto as_int = [](size_t bytes) { return static_cast<int32_t>(std::min<size_t>(bytes, INT32_MAX)); };
-  int32_t smallest[2] = {as_int(lane->send_buffer_bytes()), as_int(lane->receive_buffer_bytes())};
-  creation_allreduce(mesh, smallest, 2, ReduceOp::kMin, settings, prefix,
-                     "waiting until every rank has connected its synchronous lane");
-  if (!SyncLane::holds_a_message(static_cast<size_t>(smallest[0]), static_cast<size_t>(smallest[1]))) {
-    lane.reset();  // too small somewhere for a full message (sync_lane.h)
-  }
   return lane;
 }
 
 HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role) {
   if (role == GroupRole::kCrossHostPart) {
     HostPlan plan;
-    plan.why = "Gloo over TCP (the cross-host part of a hierarchical group)";
+    plan.why = "the cross-host part of a hierarchical group";
     return plan;
   }
   if (size == 1) {
     HostPlan plan;
-    plan.why = "a group of one rank: nothing to exchange";
+    plan.why = "a group of one rank";
     return plan;
   }
   return plan_hosts(*mesh.store, rank, size, settings.segment_tag, settings.shared_memory, settings.host_identity);

@@ -3,9 +3,7 @@
 //
 //   resolve_settings  the options, with environment variables and defaults filled in
 //   connect_mesh      the network interface, the Gloo full mesh over the store, the
-//                     peer-address directory (failure_report.h), the data sockets' send
-//                     buffers and congestion control for peers on this machine
-//                     (socket_send_buffer.h, tcp_congestion.h)
+//                     peer-address directory (failure_report.h)
 //   agree_on_group    whether all-reduce is cut into pieces (only where some rank sees a GPU),
 //                     and whether the group may use a synchronous lane (no rank declines it)
 //   plan_paths        which ranks share a host: shared memory, hierarchical, or Gloo alone
@@ -13,10 +11,9 @@
 //                     transport alone and the ranks agreed on it
 //
 // Every step either succeeds on every rank or fails on every rank within the timeout, with an
-// error that names the rank, the group and the step. A rank that stops creation early (a
-// socket setting its kernel refused) closes its sockets: its peers then fail at the next step,
-// naming it as the peer they lost (up to kRollCallWindow more to find out which, where Gloo's
-// message does not say).
+// error that names the rank, the group and the step. A rank that stops creation early closes
+// its sockets: its peers then fail at the next step, naming it as the peer they lost (up to
+// kRollCallWindow more to find out which, where Gloo's message does not say).
 #pragma once
 
 #include <gloo/context.h>
@@ -28,8 +25,9 @@
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include <ringtorch/process_group_options.h>
+
 #include "runtime/comm/allreduce_algorithm.h"
-#include "runtime/comm/process_group_options.h"
 #include "runtime/comm/shm/host_plan.h"
 #include "runtime/comm/sync_lane.h"
 
@@ -43,19 +41,14 @@ struct GroupSettings {
   AllreduceAlgorithm allreduce_algorithm = AllreduceAlgorithm::kAuto;
   std::optional<size_t> allreduce_piece_bytes;  // forced by the caller, else decided by agree_on_group
   bool shared_memory = true;
-  bool sync_pairs = true;  // this rank accepts a synchronous lane
-  SocketSendBuffer socket_send_buffer;
-  TcpCongestion tcp_congestion;
-  // Where the two came from, for messages: the variable, or the ProcessGroupOptions field.
-  std::string socket_send_buffer_setting = "RINGTORCH_SOCKET_SNDBUF";
-  std::string tcp_congestion_setting = "RINGTORCH_TCP_CONGESTION";
+  bool sync_lane = true;    // this rank accepts a synchronous lane
   std::string segment_tag;  // never empty
   std::string host_identity;
 };
 
-// Reads RINGTORCH_TIMEOUT, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM, RINGTORCH_SYNC_PAIRS,
-// RINGTORCH_SOCKET_SNDBUF, RINGTORCH_TCP_CONGESTION and RINGTORCH_HOST_ID where the options leave a field unset. Throws
-// InvalidArgumentError for a malformed variable.
+// Reads RINGTORCH_TIMEOUT, RINGTORCH_ALLREDUCE_ALGORITHM, RINGTORCH_SHM, RINGTORCH_SYNC_LANE and
+// RINGTORCH_HOST_ID where the options leave a field unset. Throws InvalidArgumentError for a
+// malformed variable.
 GroupSettings resolve_settings(const ProcessGroupOptions& options, std::chrono::milliseconds default_timeout);
 
 struct GroupMesh {
@@ -63,7 +56,7 @@ struct GroupMesh {
   std::shared_ptr<gloo::transport::Device> device;  // the context's (a lane connects over it too)
   c10::intrusive_ptr<c10d::Store> store;            // the group's own keys: the caller's store under "gloo/<name>/"
   std::string network;                              // which interface, and why
-  std::string socket_tuning;  // what apply_send_buffers and apply_congestion_control changed; empty: nothing
+  std::string address;  // this rank's address on that network ("10.0.0.3"); empty: not TCP, or one rank
 };
 
 // `store` is namespaced for this group's members; `store_host` is where the store lives (for
@@ -73,10 +66,10 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
 
 // What every rank must decide alike, agreed in one all-reduce of two integers (kCreationTag).
 struct GroupAgreement {
-  // The forced piece size, else kAllreduceChunkBytes when any rank sees a CUDA device, else
+  // The forced piece size, else kAllreducePieceBytes when any rank sees a CUDA device, else
   // SIZE_MAX (whole buffers).
   size_t allreduce_piece_bytes = SIZE_MAX;
-  // No rank declines a synchronous lane (RINGTORCH_SYNC_PAIRS=0, or a transport other than
+  // No rank declines a synchronous lane (RINGTORCH_SYNC_LANE=0, or a transport other than
   // Gloo's TCP); false for a group of one rank.
   bool sync_lane = false;
 };
@@ -90,12 +83,9 @@ enum class GroupRole { kWhole, kCrossHostPart };
 // plan without shared memory whose `why` says so.
 HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role);
 
-// Connects the group's synchronous lane and then waits, in an all-reduce over the group's
-// context (kCreationTag), until every rank has, so that no rank sends on the lane before its
-// peers read it themselves; the same all-reduce drops the lane on every rank where some rank's
-// socket buffers cannot hold a message (SyncLane::holds_a_message; null then). Collective;
-// called only where agree_on_group agreed and the plan sends everything over Gloo. Fails on
-// every rank within the timeout, as connect_mesh does.
+// Connects the group's synchronous lane. Collective; called only where agree_on_group agreed and
+// the plan sends everything over Gloo. Fails on every rank within the timeout, as connect_mesh
+// does.
 std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSettings& settings, const std::string& prefix);
 
 }  // namespace ringtorch

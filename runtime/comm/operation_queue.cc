@@ -2,9 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/timeline.h>
+
 #include "runtime/comm/tag_space.h"
-#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 

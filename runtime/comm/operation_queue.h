@@ -37,11 +37,12 @@
 #include <thread>
 #include <vector>
 
+#include <ringtorch/timeline.h>
+#include <ringtorch/work.h>
+
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/device_staging.h"
-#include "runtime/comm/work.h"
 #include "runtime/trace/flight_recorder.h"
-#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 
@@ -49,7 +50,7 @@ namespace ringtorch {
 struct Operation {
   CallSignature call;
   std::string detail;               // "4.0 MiB float32 sum, direct", for the Work's description
-  const char* path = "gloo";        // "shared memory", "direct", "halves", ...: the flight recorder's
+  const char* path = "gloo";        // "shared memory", "direct", "ring", ...: the flight recorder's
   std::string label;                // ScopedOperationLabel::current() at submission
   std::vector<at::Tensor> tensors;  // the caller's tensors, kept alive by the Work
   std::chrono::milliseconds timeout{0};

@@ -10,10 +10,10 @@
 // message is longer than the buffer posted for it, and silently completes a receive that gets a
 // shorter one. So neither side ever lets Gloo see a size the other did not agree to. Message k
 // between two ranks on one tag (k counted per peer and tag, the same way on both sides):
-//  - the sender posts a header (magic, k, count, dtype) with the first kInlineBytes of data on
-//    point_to_point_slot(tag), which the receiver posts kHeaderBytes + kInlineBytes for;
+//  - the sender posts a header (magic, k, count, dtype) with the first kPointToPointInlineBytes of data on
+//    point_to_point_slot(tag), which the receiver posts kHeaderBytes + kPointToPointInlineBytes for;
 //  - the receiver posts its own header as a reply (part 0) and, for a tensor beyond
-//    kInlineBytes, a receive of the rest (part 1), both on point_to_point_part_slot(tag, k, .);
+//    kPointToPointInlineBytes, a receive of the rest (part 1), both on point_to_point_part_slot(tag, k, .);
 //  - the sender's wait() reads the reply and sends exactly the bytes the receiver posted for:
 //    the rest of its data when the two agree, zeros otherwise (a receive posted in Gloo must not
 //    be left pending: the next message on its slot would land in it).
@@ -30,10 +30,13 @@
 #include <cstring>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
-#include "runtime/comm/process_group.h"
+#include "runtime/comm/process_group_impl.h"
+#include "runtime/comm/sizes.h"
 #include "runtime/comm/tag_space.h"
 #include "runtime/comm/tensor_checks.h"
 
@@ -44,7 +47,6 @@ namespace {
 constexpr int64_t kHeaderMagic = 0x7032706865616472;  // "rdaehp2p"
 constexpr size_t kHeaderWords = 4;                    // magic, k, count, dtype
 constexpr size_t kHeaderBytes = kHeaderWords * sizeof(int64_t);
-constexpr size_t kInlineBytes = size_t{64} << 10;
 constexpr uint32_t kReply = 0, kBulk = 1;
 
 struct Header {
@@ -73,7 +75,7 @@ Header read_header(const char* from, uint32_t k, const std::string& description,
 }
 
 // The part of a tensor of `bytes` that does not ride in its header message.
-size_t bulk_of(size_t bytes) { return bytes - std::min(bytes, kInlineBytes); }
+size_t bulk_of(size_t bytes) { return bytes - std::min(bytes, kPointToPointInlineBytes); }
 
 // Gloo's failure of one wait, as a ringtorch error of this send or recv.
 [[noreturn]] void rethrow_wait_failure(const std::exception& e, const std::string& description,
@@ -84,13 +86,13 @@ size_t bulk_of(size_t bytes) { return bytes - std::min(bytes, kInlineBytes); }
 
 }  // namespace
 
-uint32_t ProcessGroup::next_point_to_point_number(bool sending, int peer, uint32_t tag) {
+uint32_t ProcessGroup::Impl::next_point_to_point_number(bool sending, int peer, uint32_t tag) {
   std::lock_guard<std::mutex> lock(point_to_point_mutex_);
   return (sending ? sends_posted_ : recvs_posted_)[{peer, tag}]++;
 }
 
-std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::Tensor& tensor, int peer, uint32_t tag,
-                                                        Timeout call_timeout) {
+std::shared_ptr<Work> ProcessGroup::Impl::post_point_to_point(bool sending, const at::Tensor& tensor, int peer,
+                                                              uint32_t tag, Timeout call_timeout) {
   const OpType op = sending ? OpType::kSend : OpType::kRecv;
   check_member(op);
   queue_->check_open(op_type_name(op));
@@ -112,8 +114,9 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
   const uint32_t k = next_point_to_point_number(sending, peer, tag);
   // Note [Point-to-point header]. `message`: the sender's header message, or the receiver's
   // room for it; `reply`: the receiver's header, sent back. The waiter keeps both alive.
-  const size_t inline_bytes = std::min(bytes, kInlineBytes);
-  auto message = std::make_shared<std::vector<char>>(kHeaderBytes + (sending ? inline_bytes : kInlineBytes));
+  const size_t inline_bytes = std::min(bytes, kPointToPointInlineBytes);
+  auto message =
+      std::make_shared<std::vector<char>>(kHeaderBytes + (sending ? inline_bytes : kPointToPointInlineBytes));
   auto reply = std::make_shared<std::vector<char>>(kHeaderBytes);
   std::shared_ptr<gloo::transport::UnboundBuffer> message_buffer =
       context_->createUnboundBuffer(message->data(), message->size());
@@ -130,7 +133,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
     write_header(reply->data(), k, mine);
     reply_buffer->send(peer, point_to_point_part_slot(tag, k, kReply));
     if (bulk_of(bytes) > 0) {
-      bulk_buffer = context_->createUnboundBuffer(data + kInlineBytes, bulk_of(bytes));
+      bulk_buffer = context_->createUnboundBuffer(data + kPointToPointInlineBytes, bulk_of(bytes));
       bulk_buffer->recv(peer, point_to_point_part_slot(tag, k, kBulk));
     }
   }
@@ -151,7 +154,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
         const size_t wanted = bulk_of(theirs.bytes());
         if (wanted > 0) {
           std::vector<char> zeros;
-          char* from = data + kInlineBytes;
+          char* from = data + kPointToPointInlineBytes;
           if (!(theirs == mine)) {
             zeros.resize(wanted);
             from = zeros.data();
@@ -188,7 +191,7 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
           FailureSite{rank, peer, description}));
     }
     if (!sending) {
-      const size_t inline_bytes = std::min(wire.nbytes(), kInlineBytes);
+      const size_t inline_bytes = std::min(wire.nbytes(), kPointToPointInlineBytes);
       if (inline_bytes > 0) std::memcpy(data, message->data() + kHeaderBytes, inline_bytes);  // never from null
       staging->copy_back();  // a CUDA recv: the received bytes go to the device
     }
@@ -196,11 +199,11 @@ std::shared_ptr<Work> ProcessGroup::post_point_to_point(bool sending, const at::
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag, Timeout call_timeout) {
+std::shared_ptr<Work> ProcessGroup::Impl::send_async(at::Tensor tensor, int dst, uint32_t tag, Timeout call_timeout) {
   return post_point_to_point(true, tensor, dst, tag, call_timeout);
 }
 
-std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag, Timeout call_timeout) {
+std::shared_ptr<Work> ProcessGroup::Impl::recv_async(at::Tensor tensor, int src, uint32_t tag, Timeout call_timeout) {
   return post_point_to_point(false, tensor, src, tag, call_timeout);
 }
 

@@ -1,26 +1,28 @@
 // ProcessGroup's front end: creation, subgroups, the synchronous and asynchronous entry points,
 // argument checks, and the executor that runs each operation for the queue. The collectives
 // themselves are prepared in collectives.cc and collectives_rooted.cc; send/recv in
-// point_to_point.cc.
-#include "runtime/comm/process_group.h"
-
+// point_to_point.cc; the description in group_description.cc.
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
-#include "rendezvous/rendezvous.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+#include <ringtorch/timeline.h>
+
+#include "base/log.h"
 #include "runtime/comm/direct_allreduce.h"
 #include "runtime/comm/failure_report.h"
 #include "runtime/comm/gloo_failure.h"
+#include "runtime/comm/process_group_impl.h"
 #include "runtime/comm/shm/host_plan.h"
 #include "runtime/comm/shm/local_collectives.h"
 #include "runtime/comm/shm/same_host_path.h"
 #include "runtime/comm/tag_space.h"
 #include "runtime/comm/tensor_checks.h"
-#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 
@@ -28,7 +30,7 @@ namespace ringtorch {
 // the peer by its rank in the subgroup ("group default.hosts1 ... peer rank 1"); they are
 // rethrown with that peer's rank in the parent group as well, in the text and in the site, so
 // that a user can find the process (the fault matrix's cross-node cases showed only the former).
-class ProcessGroup::CrossHostSubgroup : public CrossHostLink {
+class ProcessGroup::Impl::CrossHostSubgroup : public CrossHostLink {
  public:
   CrossHostSubgroup(ProcessGroup* group, std::vector<int> parent_ranks, std::string parent_name, int parent_rank)
       : group_(group),
@@ -58,7 +60,7 @@ class ProcessGroup::CrossHostSubgroup : public CrossHostLink {
       if (peer < 0 || peer >= static_cast<int>(parent_ranks_.size())) throw;
       const int parent_peer = parent_ranks_[static_cast<size_t>(peer)];
       std::rethrow_exception(make_error(e.kind(),
-                                        str_cat(e.what(), " (its peer rank ", peer, " of group ", group_->name_,
+                                        str_cat(e.what(), " (its peer rank ", peer, " of group ", group_->name(),
                                                 " is rank ", parent_peer, " of group ", parent_name_, ")"),
                                         FailureSite{parent_rank_, parent_peer, e.site().operation}));
     }
@@ -70,14 +72,25 @@ class ProcessGroup::CrossHostSubgroup : public CrossHostLink {
   const int parent_rank_;
 };
 
-ProcessGroup::ProcessGroup(int rank, int size, std::string name, std::chrono::milliseconds timeout)
+ProcessGroup::Impl::Impl(int rank, int size, std::string name, std::chrono::milliseconds timeout)
     : rank_(rank),
       size_(size),
       context_prefix_(str_cat("[rank ", rank, "/", size, "] ")),
       name_(std::move(name)),
       timeout_(timeout) {}
 
-ProcessGroup::~ProcessGroup() { shutdown(); }
+ProcessGroup::Impl::~Impl() { shutdown(); }
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ProcessGroup::~ProcessGroup() = default;
+
+int ProcessGroup::rank() const { return impl_->rank_; }
+int ProcessGroup::size() const { return impl_->size_; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout_; }
+const std::string& ProcessGroup::name() const { return impl_->name_; }
+const GroupDescription& ProcessGroup::description() const { return impl_->description_; }
+bool ProcessGroup::is_member() const { return impl_->member_; }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, ProcessGroupOptions options) {
   if (!options.timeout) options.timeout = rdzv.timeout;
@@ -87,20 +100,23 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, Proce
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                    const std::string& store_host, const ProcessGroupOptions& options) {
-  auto group = create_group(store, rank, size, store_host, options, GroupRole::kWhole, rank);
+  auto group = Impl::create_group(store, rank, size, store_host, options, GroupRole::kWhole, rank);
   Timeline::set_rank(rank);  // the timeline's pid: this process' rank in its whole group
+  set_log_rank(rank, size);
   return group;
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                         int size, const std::string& store_host,
-                                                         const ProcessGroupOptions& options, GroupRole role,
-                                                         int process_rank) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::create_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                               int size, const std::string& store_host,
+                                                               const ProcessGroupOptions& options, GroupRole role,
+                                                               int process_rank) {
   if (size < 1 || rank < 0 || rank >= size) {
     throw InvalidArgumentError(str_cat("ProcessGroup: rank ", rank, " is outside [0, ", size, ")"));
   }
   const GroupSettings settings = resolve_settings(options, kDefaultTimeout);
-  std::shared_ptr<ProcessGroup> group(new ProcessGroup(rank, size, settings.name, settings.timeout));
+  std::shared_ptr<ProcessGroup> whole(
+      new ProcessGroup(std::make_unique<Impl>(rank, size, settings.name, settings.timeout)));
+  Impl* group = whole->impl_.get();
   const std::string prefix = group->context_prefix();
   if (const size_t capacity = FlightRecorder::capacity_from_environment(); capacity > 0) {
     group->recorder_ = FlightRecorder::create(settings.name, rank, size, process_rank, capacity);
@@ -112,36 +128,27 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_group(const c10::intrusive_pt
   // Only a group that sends everything over Gloo: where shared memory carries the collectives,
   // the lane would only hold sockets open (a hierarchical group's cross-host part has its own).
   std::unique_ptr<SyncLane> lane = agreement.sync_lane && !plan.local ? connect_lane(mesh, settings, prefix) : nullptr;
-  group->network_ = mesh.network;
   group->allreduce_algorithm_ = settings.allreduce_algorithm;
   group->store_ = store;
   group->group_store_ = mesh.store;
   group->store_host_ = store_host;
-  group->context_ = std::move(mesh.context);
   group->scratch_ = std::make_shared<ScratchBuffer>();
   group->fingerprint_ = std::make_shared<FingerprintExchange>(std::move(lane));
+  group->describe_routes(settings, plan, mesh);
+  group->context_ = std::move(mesh.context);
   group->adopt_host_plan(std::move(plan), options);
-  // Said for a group that goes over Gloo alone. With shared memory the mesh carries only the
-  // calls that always go over Gloo, and a hierarchical group's cross-host part, which carries
-  // the rest between hosts, tunes its own sockets the same way without a line of its own.
-  if (!mesh.socket_tuning.empty() && !group->local_) group->path_ += "; " + mesh.socket_tuning;
-  if (group->fingerprint_->uses_lane()) {
-    group->path_ += str_cat("; call fingerprints and collectives up to ", FingerprintExchange::kInlineBytes >> 10,
-                            " KiB on Gloo's synchronous pairs (RINGTORCH_SYNC_PAIRS=0: off)");
-  }
   if (role == GroupRole::kWhole && size > 1 && rank == 0) {
-    std::fprintf(stderr, "[ringtorch] group '%s': %s\n", settings.name.c_str(), group->path_.c_str());
+    log_info(str_cat("group '", settings.name, "': ", group->description_.describe()));
   }
-  ProcessGroup* self = group.get();
   group->queue_ = std::make_unique<OperationQueue>(
       prefix, settings.name,
-      [self](Operation& op, uint32_t tag, const Work& work) { return self->execute(op, tag, work); }, group->recorder_,
+      [group](Operation& op, uint32_t tag, const Work& work) { return group->execute(op, tag, work); },
+      group->recorder_,
       /*dump_on_failure=*/role == GroupRole::kWhole);
-  return group;
+  return whole;
 }
 
-void ProcessGroup::adopt_host_plan(HostPlan plan, const ProcessGroupOptions& options) {
-  path_ = plan.why;
+void ProcessGroup::Impl::adopt_host_plan(HostPlan plan, const ProcessGroupOptions& options) {
   local_ = std::move(plan.local);
   if (!local_) return;
   // Subgroups 0 .. k-1 of this group are its cross-host parts, one per local index (every rank
@@ -169,11 +176,11 @@ void ProcessGroup::adopt_host_plan(HostPlan plan, const ProcessGroupOptions& opt
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks, ProcessGroupOptions options) {
-  return new_group_in_role(ranks, std::move(options), GroupRole::kWhole);
+  return impl_->new_group_in_role(ranks, std::move(options), GroupRole::kWhole);
 }
 
-std::shared_ptr<ProcessGroup> ProcessGroup::new_group_in_role(const std::vector<int>& ranks,
-                                                              ProcessGroupOptions options, GroupRole role) {
+std::shared_ptr<ProcessGroup> ProcessGroup::Impl::new_group_in_role(const std::vector<int>& ranks,
+                                                                    ProcessGroupOptions options, GroupRole role) {
   check_member(OpType::kBarrier);  // any operation: an outsider cannot create subgroups either
   std::string list;
   for (size_t i = 0; i < ranks.size(); ++i) {
@@ -190,19 +197,25 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group_in_role(const std::vector<
   if (!options.timeout) options.timeout = timeout_;
   auto it = std::find(ranks.begin(), ranks.end(), rank_);
   if (it == ranks.end()) {
-    std::shared_ptr<ProcessGroup> outsider(new ProcessGroup(rank_, size_, options.name, *options.timeout));
-    outsider->member_ = false;
-    outsider->members_ = list;
+    std::shared_ptr<ProcessGroup> outsider(
+        new ProcessGroup(std::make_unique<Impl>(rank_, size_, options.name, *options.timeout)));
+    outsider->impl_->member_ = false;
+    outsider->impl_->members_ = list;
+    outsider->impl_->description_.name = options.name;
+    outsider->impl_->description_.rank = rank_;
+    outsider->impl_->description_.size = size_;
     return outsider;
   }
   auto scoped = c10::make_intrusive<c10d::PrefixStore>(str_cat("subgroup", index), store_);
   auto group = create_group(scoped, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()), store_host_,
                             options, role, recorder_ ? recorder_->process_rank() : rank_);
-  group->members_ = list;
+  group->impl_->members_ = list;
   return group;
 }
 
-void ProcessGroup::shutdown() {
+void ProcessGroup::shutdown() { impl_->shutdown(); }
+
+void ProcessGroup::Impl::shutdown() {
   if (queue_) queue_->stop();
   if (fingerprint_) fingerprint_->release();  // its posted receives hold the sockets open
   context_.reset();
@@ -214,87 +227,93 @@ void ProcessGroup::shutdown() {
 // ---- entry points: prepare (which checks membership first), then submit (async) or run (sync) ----
 
 std::shared_ptr<Work> ProcessGroup::allreduce_async(at::Tensor tensor, ReduceOp op, Timeout timeout) {
-  Operation operation = prepare_allreduce(std::move(tensor), op, timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_allreduce(std::move(tensor), op, timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::broadcast_async(at::Tensor tensor, int root, Timeout timeout) {
-  Operation operation = prepare_broadcast(std::move(tensor), root, timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_broadcast(std::move(tensor), root, timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::allgather_async(at::Tensor input, at::Tensor output, Timeout timeout) {
-  Operation operation = prepare_allgather(std::move(input), std::move(output), timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_allgather(std::move(input), std::move(output), timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::allgatherv_async(at::Tensor input, at::Tensor output, std::vector<int64_t> counts,
                                                      Timeout timeout) {
-  Operation operation = prepare_allgatherv(std::move(input), std::move(output), std::move(counts), timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_allgatherv(std::move(input), std::move(output), std::move(counts), timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::barrier_async(Timeout timeout) {
-  Operation operation = prepare_barrier(timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_barrier(timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::reduce_async(at::Tensor tensor, int root, ReduceOp op, Timeout timeout) {
-  Operation operation = prepare_reduce(std::move(tensor), root, op, timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_reduce(std::move(tensor), root, op, timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::gather_async(at::Tensor input, at::Tensor output, int root, Timeout timeout) {
-  Operation operation = prepare_gather(std::move(input), std::move(output), root, timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_gather(std::move(input), std::move(output), root, timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::scatter_async(at::Tensor input, at::Tensor output, int root, Timeout timeout) {
-  Operation operation = prepare_scatter(std::move(input), std::move(output), root, timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_scatter(std::move(input), std::move(output), root, timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_async(at::Tensor input, at::Tensor output, ReduceOp op,
                                                          Timeout timeout) {
-  Operation operation = prepare_reduce_scatter(std::move(input), std::move(output), op, timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_reduce_scatter(std::move(input), std::move(output), op, timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 std::shared_ptr<Work> ProcessGroup::alltoall_async(at::Tensor input, at::Tensor output, Timeout timeout) {
-  Operation operation = prepare_alltoall(std::move(input), std::move(output), timeout);
-  return queue_->submit(std::move(operation));
+  Operation operation = impl_->prepare_alltoall(std::move(input), std::move(output), timeout);
+  return impl_->queue().submit(std::move(operation));
 }
 
 void ProcessGroup::allreduce(at::Tensor tensor, ReduceOp op, Timeout timeout) {
-  Operation operation = prepare_allreduce(std::move(tensor), op, timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_allreduce(std::move(tensor), op, timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::broadcast(at::Tensor tensor, int root, Timeout timeout) {
-  Operation operation = prepare_broadcast(std::move(tensor), root, timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_broadcast(std::move(tensor), root, timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::allgather(at::Tensor input, at::Tensor output, Timeout timeout) {
-  Operation operation = prepare_allgather(std::move(input), std::move(output), timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_allgather(std::move(input), std::move(output), timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::allgatherv(at::Tensor input, at::Tensor output, std::vector<int64_t> counts, Timeout timeout) {
-  Operation operation = prepare_allgatherv(std::move(input), std::move(output), std::move(counts), timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_allgatherv(std::move(input), std::move(output), std::move(counts), timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::barrier(Timeout timeout) {
-  Operation operation = prepare_barrier(timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_barrier(timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::reduce(at::Tensor tensor, int root, ReduceOp op, Timeout timeout) {
-  Operation operation = prepare_reduce(std::move(tensor), root, op, timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_reduce(std::move(tensor), root, op, timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::gather(at::Tensor input, at::Tensor output, int root, Timeout timeout) {
-  Operation operation = prepare_gather(std::move(input), std::move(output), root, timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_gather(std::move(input), std::move(output), root, timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::scatter(at::Tensor input, at::Tensor output, int root, Timeout timeout) {
-  Operation operation = prepare_scatter(std::move(input), std::move(output), root, timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_scatter(std::move(input), std::move(output), root, timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::reduce_scatter(at::Tensor input, at::Tensor output, ReduceOp op, Timeout timeout) {
-  Operation operation = prepare_reduce_scatter(std::move(input), std::move(output), op, timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_reduce_scatter(std::move(input), std::move(output), op, timeout);
+  impl_->queue().run(std::move(operation));
 }
 void ProcessGroup::alltoall(at::Tensor input, at::Tensor output, Timeout timeout) {
-  Operation operation = prepare_alltoall(std::move(input), std::move(output), timeout);
-  queue_->run(std::move(operation));
+  Operation operation = impl_->prepare_alltoall(std::move(input), std::move(output), timeout);
+  impl_->queue().run(std::move(operation));
+}
+std::shared_ptr<Work> ProcessGroup::send_async(at::Tensor tensor, int dst, uint32_t tag, Timeout timeout) {
+  return impl_->send_async(std::move(tensor), dst, tag, timeout);
+}
+std::shared_ptr<Work> ProcessGroup::recv_async(at::Tensor tensor, int src, uint32_t tag, Timeout timeout) {
+  return impl_->recv_async(std::move(tensor), src, tag, timeout);
 }
 void ProcessGroup::send(at::Tensor tensor, int dst, uint32_t tag, Timeout timeout) {
   send_async(std::move(tensor), dst, tag, timeout)->wait();
@@ -310,7 +329,7 @@ void ProcessGroup::broadcast(void* data, int64_t count, c10::ScalarType dtype, i
   broadcast(as_tensor(data, count, dtype), root);
 }
 void ProcessGroup::allgather(void* input, void* output, int64_t count, c10::ScalarType dtype) {
-  allgather(as_tensor(input, count, dtype), as_tensor(output, count * size_, dtype));
+  allgather(as_tensor(input, count, dtype), as_tensor(output, count * size(), dtype));
 }
 
 at::Tensor ProcessGroup::as_tensor(void* data, int64_t count, c10::ScalarType dtype) {
@@ -322,7 +341,7 @@ at::Tensor ProcessGroup::as_tensor(void* data, int64_t count, c10::ScalarType dt
 
 // ---- checks ----
 
-Operation ProcessGroup::begin(OpType op, Timeout timeout) const {
+Operation ProcessGroup::Impl::begin(OpType op, Timeout timeout) const {
   check_member(op);
   queue_->check_open(op_type_name(op));
   Operation operation;
@@ -332,7 +351,7 @@ Operation ProcessGroup::begin(OpType op, Timeout timeout) const {
   return operation;
 }
 
-void ProcessGroup::check_member(OpType op) const {
+void ProcessGroup::Impl::check_member(OpType op) const {
   if (!member_) {
     throw InvalidArgumentError(str_cat("[rank ", rank_, "] ", op_type_name(op),
                                        ": this rank is not a member of group '", name_, "' (ranks ", members_,
@@ -340,21 +359,21 @@ void ProcessGroup::check_member(OpType op) const {
   }
 }
 
-void ProcessGroup::check_root(OpType op, int root) const {
+void ProcessGroup::Impl::check_root(OpType op, int root) const {
   if (root < 0 || root >= size_) {
     throw InvalidArgumentError(
         str_cat(context_prefix(), op_type_name(op), ": root rank ", root, " is outside [0, ", size_, ")"));
   }
 }
 
-void ProcessGroup::check_reduce_op(OpType op, ReduceOp reduce, const at::Tensor& t) const {
+void ProcessGroup::Impl::check_reduce_op(OpType op, ReduceOp reduce, const at::Tensor& t) const {
   if (reduce == ReduceOp::kAvg && !at::isFloatingType(t.scalar_type())) {
     throw InvalidArgumentError(
         str_cat(context_prefix(), op_type_name(op), ": avg of ", dtype_name(t), " is not defined; use sum and divide"));
   }
 }
 
-void ProcessGroup::check_peer(OpType op, int peer) const {
+void ProcessGroup::Impl::check_peer(OpType op, int peer) const {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     throw InvalidArgumentError(str_cat(context_prefix(), op_type_name(op), ": peer rank ", peer, " must be in [0, ",
                                        size_, ") and not this rank (", rank_, ")"));
@@ -363,7 +382,7 @@ void ProcessGroup::check_peer(OpType op, int peer) const {
 
 // ---- execution ----
 
-OperationQueue::Outcome ProcessGroup::execute(Operation& op, uint32_t tag, const Work& work) {
+OperationQueue::Outcome ProcessGroup::Impl::execute(Operation& op, uint32_t tag, const Work& work) {
   const std::string& description = work.description();
   try {
     if (!op.run_checks_call && size_ > 1) {

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <functional>
 
-#include "runtime/comm/reduce_op.h"
+#include <ringtorch/reduce_op.h>
 
 namespace ringtorch {
 

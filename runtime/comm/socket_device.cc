@@ -15,7 +15,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

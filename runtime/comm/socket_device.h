@@ -29,8 +29,8 @@ DeviceChoice make_tcp_device(const std::string& iface_list, const std::string& s
 // names the IB device (default: the first one); InvalidArgumentError when there is none.
 DeviceChoice make_device(const std::string& transport, const std::string& iface, const std::string& store_host);
 
-// Whether `device` is Gloo's TCP transport: only its pairs have sockets that the group can tune
-// (socket_send_buffer.h, tcp_congestion.h) or read synchronously (sync_lane.h).
+// Whether `device` is Gloo's TCP transport: only its pairs have an IP address beside which the
+// synchronous lane (sync_lane.h) can open its own connections.
 bool is_tcp_device(const gloo::transport::Device& device);
 
 }  // namespace ringtorch

@@ -1,88 +1,60 @@
-// SyncLane: a second Gloo full mesh beside a group's context, whose pairs run in Gloo's
-// synchronous mode. It carries the call fingerprints, and with them the small collectives that
-// travel inside them (Note [Call fingerprint] in call_fingerprint.h), when the whole group goes
-// over Gloo's TCP transport.
+// SyncLane: a mesh of plain TCP connections beside a group's Gloo context, read by the thread
+// that waits for a message instead of by an event-loop thread. It carries the call fingerprints,
+// and with them the small collectives that travel inside them (Note [Call fingerprint] in
+// call_fingerprint.h), when the whole group goes over Gloo's TCP transport.
 //
-// Why: on an ordinary pair, Gloo's event-loop thread reads every message and then wakes the
-// thread that waits for it. A 4-byte exchange between two processes measured 60-65 us that way
-// on loopback, against 10-22 us when the waiting thread reads the socket itself
-// (bench/gloo_pair_modes_bench; docs/benchmarks.md, "Gloo's synchronous pairs"). A pair in
-// synchronous mode leaves the event loop and carries bound buffers only, so the lane is a mesh
-// of its own, with one receive buffer per peer and one send memory, all on kSyncLaneSlot.
+// Why: on Gloo's pairs a message is read by Gloo's event-loop thread, which then wakes the
+// thread waiting for it; for a small message that hand-over is most of the time between two
+// hosts (docs/benchmarks.md, "The synchronous lane"). Here the waiting thread polls the sockets
+// itself, sleeping in poll(2) (no busy polling: CPU-only training needs that core).
 //
-// No busy polling: a waiting rank sleeps in poll(2), because a CPU-only training needs the core
-// a spinning rank would take. Deadlines: Gloo's blocking reads give up only after the group's
-// timeout (SO_RCVTIMEO, set when a pair connects), so the lane first waits with poll(2) until
-// the call's own deadline and lets Gloo read only once the message has started to arrive. Gloo
-// does not hand out a pair's socket, so the lane finds it among the process' descriptors by its
-// two addresses; where it cannot, the group goes without the lane. A call's own deadline bounds
-// the wait for a peer's message to start; a message that has started, and a write, are bounded
-// by the group's timeout (Gloo's socket timeouts), which they reach only when a peer stops
-// mid-message.
+// Why its own sockets: Gloo hides a pair's socket (its header is not even installable from
+// Debian's package), and a lane needs one to wait with the call's own deadline. The lane's
+// sockets are ringtorch's: bound to the address the group's Gloo pairs use, connected through
+// the group's store, non-blocking, with TCP_NODELAY.
 //
-// Why a message must fit the sockets' buffers: every rank writes its message to every peer
-// before it reads theirs, with blocking writes, so one message has to fit where a peer that is
-// itself still writing leaves it: this rank's send buffer (Gloo sizes SO_SNDBUF to the largest
-// message a pair has sent, up to net.core.wmem_max) and the peer's receive buffer (which the
-// lane sets, up to net.core.rmem_max). connect() measures both; where the group's smallest cannot
-// hold a message of kCapacity with room for the kernel's per-packet overhead (machines whose
-// net.core.wmem_max / rmem_max are below Linux's defaults), the group goes without the lane. Sending a message in
-// several steps instead measured 1.4-1.6x slower at 256 KiB than one write.
+// An exchange sends this rank's message to every peer and receives every peer's in one poll
+// loop that writes what the sockets take and reads what has arrived, so it never waits on a full
+// buffer whatever the message size and the kernel's buffer limits.
+//
+// Failures: a peer whose message has not arrived by the call's deadline is a TimeoutError; one
+// that closed its connection, or a socket error, a PeerLostError; both name the peer (as text,
+// through what_of, and as FailureSite::peer) and leave the lane unusable.
 //
 // Thread-safety: one exchange at a time (the process group runs one operation at a time).
-// Ownership: owns its Gloo context, and so its sockets; destroying the lane closes them.
+// Ownership: owns its sockets; destroying the lane closes them.
 #pragma once
-
-#include <gloo/rendezvous/context.h>
-#include <gloo/transport/buffer.h>
-#include <gloo/transport/device.h>
 
 #include <chrono>
 #include <cstddef>
-#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 
+#include "runtime/comm/sizes.h"
+
 namespace ringtorch {
 
 class SyncLane {
  public:
-  // The largest message one rank sends each peer per exchange.
-  static constexpr size_t kCapacity = (size_t{256} << 10) + 128;
-
-  // Whether `device` can carry a lane (Gloo's TCP transport; not ibverbs).
-  static bool supports(const gloo::transport::Device& device);
-
-  // Connects the lane's mesh over `store` (scoped for the lane alone), switches every pair to
-  // synchronous mode, registers the receive buffers and finds each pair's socket (the ranks
-  // publish their pairs' addresses in `store`). Collective: every rank of the group must call
-  // it, and no rank may send on the lane before every rank has returned (the caller's next step
-  // is a barrier). Throws what Gloo's connectFullMesh and the store throw.
+  // Connects a lane among the `size` ranks over `store` (scoped for the lane alone), every
+  // socket bound to `address` (this rank's address on the group's network, "10.0.0.3"). Lower
+  // ranks accept, higher ranks connect. Collective: every rank of the group calls it. Throws
+  // TimeoutError when a peer does not connect by `timeout`, IoError for a socket that cannot be
+  // made, and what the store throws.
   static std::unique_ptr<SyncLane> connect(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                           std::shared_ptr<gloo::transport::Device> device,
-                                           std::chrono::milliseconds timeout);
+                                           const std::string& address, std::chrono::milliseconds timeout);
   ~SyncLane();
   SyncLane(const SyncLane&) = delete;
   SyncLane& operator=(const SyncLane&) = delete;
 
-  // This rank's smallest send and receive buffer among its lane's sockets, as they will be for a
-  // full message (0 where a pair's socket was not found), and whether buffers of those sizes at
-  // both ends of a pair hold a message of kCapacity that no one reads yet (the class comment).
-  // The ranks agree on the group's smallest before using the lane.
-  size_t send_buffer_bytes() const { return send_buffer_bytes_; }
-  size_t receive_buffer_bytes() const { return receive_buffer_bytes_; }
-  static bool holds_a_message(size_t send_buffer_bytes, size_t receive_buffer_bytes);
-
-  // Where the next message is written (kCapacity bytes), before exchange().
+  // Where the next message is written (kSyncLaneMessageBytes bytes), before exchange().
   char* outgoing() { return outgoing_.data(); }
 
-  // Sends the first `bytes` (<= kCapacity) of outgoing() to every peer and receives every
-  // peer's message (of its own length, at most kCapacity) into incoming(peer), by `deadline`. Throws TimeoutError
-  // or PeerLostError with FailureSite{rank, peer} naming the first peer it could not write to or
-  // hear from, its text naming what_of(peer). The lane is unusable after a failure.
+  // Sends the first `bytes` (<= kSyncLaneMessageBytes) of outgoing() to every peer and receives every
+  // peer's message (of its own length, at most kSyncLaneMessageBytes) into incoming(peer), by `deadline`.
   using WhatOf = std::function<std::string(int peer)>;  // called only to word a failure
   void exchange(size_t bytes, std::chrono::steady_clock::time_point deadline, const WhatOf& what_of);
 
@@ -90,24 +62,17 @@ class SyncLane {
   char* incoming(int peer);
 
  private:
-  SyncLane(int rank, int size) : rank_(rank), size_(size) {}
-  // Waits with poll(2) until `peer`'s message starts to arrive, then lets Gloo read it.
-  void receive(int peer, std::chrono::steady_clock::time_point deadline, const WhatOf& what_of);
-
-  // Gloo's exception `failure`, its text followed by " (<doing>)", or the lane's own Error, as
-  // ringtorch's Error naming `peer`; the lane is unusable afterwards (Gloo may have closed that
-  // pair).
-  [[noreturn]] void fail(const std::exception& failure, int peer, const std::string& doing);
+  SyncLane(int rank, int size);
+  [[noreturn]] void fail(bool timed_out, int peer, const std::string& what);
 
   const int rank_, size_;
-  std::shared_ptr<gloo::rendezvous::Context> context_;
-  std::vector<char> outgoing_;  // kCapacity
-  std::vector<char> incoming_;  // kCapacity per peer, peer p's at p (p - 1 past this rank)
-  // Per peer (null at this rank's index). Declared after context_: destroyed before it.
-  std::vector<std::unique_ptr<gloo::transport::Buffer>> send_, receive_;
-  std::vector<int> sockets_;  // per peer: its pair's socket, for poll(2)
-  size_t send_buffer_bytes_ = 0, receive_buffer_bytes_ = 0;
-  bool failed_ = false;  // a send or receive failed: Gloo may have closed that pair
+  std::vector<int> sockets_;    // per peer (-1 at this rank's index)
+  std::vector<char> outgoing_;  // kSyncLaneMessageBytes
+  std::vector<char> incoming_;  // kSyncLaneMessageBytes per peer, peer p's at p (p - 1 past this rank)
+  bool failed_ = false;         // a peer was lost or late: the streams are out of step
 };
+
+// "10.0.0.3" from an address as Gloo prints it ("[10.0.0.3]:41235"); empty when it has none.
+std::string host_of_address(const std::string& address);
 
 }  // namespace ringtorch

@@ -2,7 +2,8 @@
 
 #include <cmath>
 
-#include "base/str_cat.h"
+#include <ringtorch/str_cat.h>
+
 #include "runtime/comm/reduce_kernels.h"
 
 namespace ringtorch {

@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/comm/op_type.h"
 
 namespace ringtorch {

@@ -1,6 +1,5 @@
-#include "runtime/comm/work.h"
-
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/work.h>
 
 namespace ringtorch {
 

@@ -5,7 +5,8 @@
 #include <climits>
 #include <map>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/cuda_check.h"
 

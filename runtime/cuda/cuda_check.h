@@ -5,7 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace cuda {

@@ -1,7 +1,8 @@
 // The build without the CUDA toolkit (RINGTORCH_CUDA=OFF or no toolkit found): runtime/cuda/blas.h
 // answers that there is no device, and a StagedTransfer cannot be made (ProcessGroup makes one only
 // for CUDA tensors, and only with RINGTORCH_WITH_CUDA; these definitions keep the calls linkable).
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/cuda/blas.h"
 #include "runtime/cuda/staged_transfer.h"
 

@@ -7,7 +7,8 @@
 #include <fstream>
 #include <iterator>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/launch/launch_agent.h"
 #include "runtime/launch/timeline_parts.h"
 #include "runtime/trace/flight_analysis.h"
@@ -63,7 +64,7 @@ void LaunchAgent::report_flight_recorder() {
   };
   while (!all_written() && std::chrono::steady_clock::now() < deadline) output_.pump(std::chrono::milliseconds(20));
   try {
-    const FlightAnalysis analysis = analyze_flight_dumps(placement_.flight_recorder_dir, round_started_us_);
+    const FlightAnalysis analysis = analyze_flight_dumps(placement_.flight_recorder_dir, generation_started_us_);
     for (const auto& line : analysis.summary) log("flight recorder: " + line);
     log(str_cat("flight recorder: ", analysis.files.size(), " file", analysis.files.size() == 1 ? "" : "s", " in ",
                 placement_.flight_recorder_dir, " (ringtrace ", placement_.flight_recorder_dir,

@@ -12,10 +12,12 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/join.h>
+#include <ringtorch/rendezvous.h>
+
+#include "base/log.h"
 #include "rendezvous/init_method.h"
-#include "rendezvous/join.h"
-#include "rendezvous/rendezvous.h"
 #include "rendezvous/store_factory.h"
 #include "rendezvous/store_value.h"
 #include "runtime/comm/failure_report.h"
@@ -24,12 +26,6 @@
 
 namespace ringtorch {
 namespace {
-
-std::atomic<int> g_signal{0};
-std::atomic<bool> g_dump_requested{false};  // SIGUSR1
-
-void record_signal(int sig) { g_signal.store(sig); }
-void record_dump_request(int) { g_dump_requested.store(true); }
 
 std::string random_run_id() {
   std::random_device rd;
@@ -58,18 +54,7 @@ class InterruptedError : public std::runtime_error {
 
 }  // namespace
 
-void LaunchAgent::install_signal_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = record_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: poll() returns early so the agent reacts at once
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
-  sa.sa_handler = record_dump_request;
-  sigaction(SIGUSR1, &sa, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);
-}
-
-LaunchAgent::LaunchAgent(LaunchConfig config) : config_(std::move(config)) {}
+LaunchAgent::LaunchAgent(LaunchConfig config) : config_(std::move(config)), signals_(/*dump_requests=*/true) {}
 
 LaunchAgent::~LaunchAgent() {
   workers_.clear();  // kills and reaps any worker still running
@@ -79,10 +64,7 @@ LaunchAgent::~LaunchAgent() {
 }
 
 void LaunchAgent::log(const std::string& message) const {
-  std::string line = several_nodes() ? str_cat("[ringrun node ", placement_.node_rank, "] ", message, "\n")
-                                     : "[ringrun] " + message + "\n";
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  log_line(LogLevel::kInfo, message, several_nodes() ? str_cat("ringrun node ", placement_.node_rank) : "ringrun");
 }
 
 void LaunchAgent::open_store() {
@@ -141,12 +123,12 @@ void LaunchAgent::settle_run_id() {
 
 std::optional<int> LaunchAgent::join_generation() {
   try {
-    round_ = rendezvous_->join([this] {
-      if (g_signal.load() != 0) throw InterruptedError(g_signal.load());
+    generation_ = rendezvous_->join([this] {
+      if (const int sig = signals_.received()) throw InterruptedError(sig);
     });
   } catch (const RendezvousClosed& e) {
     log(e.what());
-    return e.end().kind == RoundEndKind::kFinished ? 0 : 1;
+    return e.end().kind == GenerationEndKind::kFinished ? 0 : 1;
   } catch (const TimeoutError& e) {
     log(str_cat("stopping: ", e.what()));
     return 1;
@@ -157,8 +139,8 @@ std::optional<int> LaunchAgent::join_generation() {
     log(str_cat("stopping: ", store_loss(e), " during the rendezvous"));
     return 1;
   }
-  round_started_ = std::chrono::steady_clock::now();
-  const int g = round_.generation;
+  generation_started_ = std::chrono::steady_clock::now();
+  const int g = generation_.generation;
   control_ = c10::make_intrusive<c10d::PrefixStore>(str_cat(elastic_scope(run_id_), "/g", g), store_);
   // Each generation's workers get fresh keys (and shared-memory names): a reused run id or a
   // restart never reads an earlier generation's keys.
@@ -166,17 +148,18 @@ std::optional<int> LaunchAgent::join_generation() {
   // One directory for the whole job: workers that recover in their processes keep the one they
   // started with. The report reads only the files written since the generation began.
   placement_.flight_recorder_dir = flight_recorder_directory(run_id_, config_.log_dir);
-  placement_.node_rank = round_.node_rank;
-  placement_.nnodes = static_cast<int>(round_.nodes.size());
-  placement_.first_rank = round_.first_rank();
-  placement_.world_size = round_.world_size();
+  placement_.node_rank = generation_.node_rank;
+  placement_.nnodes = static_cast<int>(generation_.nodes.size());
+  placement_.first_rank = generation_.first_rank();
+  placement_.world_size = generation_.world_size();
   placement_.elastic_run = run_id_;
-  placement_.elastic_node = round_.nodes[static_cast<size_t>(round_.node_rank)].id;
+  placement_.elastic_node = generation_.nodes[static_cast<size_t>(generation_.node_rank)].id;
   placement_.generation = g;
   if (several_nodes()) {
-    log(str_cat("generation ", g, ": node ", round_.node_rank, " of ", round_.nodes.size(), ", ranks ",
+    log(str_cat("generation ", g, ": node ", generation_.node_rank, " of ", generation_.nodes.size(), ", ranks ",
                 placement_.first_rank, "..", placement_.first_rank + config_.nproc_per_node - 1, " of world size ",
-                placement_.world_size, round_.restart_count ? str_cat(", restart ", round_.restart_count) : ""));
+                placement_.world_size,
+                generation_.restart_count ? str_cat(", restart ", generation_.restart_count) : ""));
   }
   return std::nullopt;
 }
@@ -207,7 +190,7 @@ void LaunchAgent::start_workers(int restart) {
     remove_stale_reports();
     workers_.clear();
   }
-  round_started_us_ = flight_recorder_now_us();
+  generation_started_us_ = flight_recorder_now_us();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
     if (l < static_cast<int>(workers_.size()) && workers_[l].running()) continue;  // recovers in its process
     const int rank = rank_of(l);
@@ -234,7 +217,7 @@ bool LaunchAgent::workers_recover_in_process() {
     for (int l = 0; l < static_cast<int>(workers_.size()); ++l) {
       if (!workers_[l].running()) continue;
       any_running = true;
-      if (!recovers_in_process(rendezvous_->scope(), round_.generation, placement_.elastic_node, l)) return false;
+      if (!recovers_in_process(rendezvous_->scope(), generation_.generation, placement_.elastic_node, l)) return false;
     }
   } catch (const std::exception&) {
     return false;  // the store is gone: no next generation to wait for
@@ -247,7 +230,7 @@ void LaunchAgent::end_generation_workers() {
     stop_workers(SIGTERM);
     return;
   }
-  if (round_end_.kind == RoundEndKind::kFailure) {
+  if (generation_end_.kind == GenerationEndKind::kFailure) {
     // A peer whose process died reaches the workers at once (its connections reset) and one
     // of them reports it; a node that went silent (stopped, cut off) leaves them blocked in a
     // collective until its timeout: those are restarted instead.
@@ -256,7 +239,7 @@ void LaunchAgent::end_generation_workers() {
     while (!reported && std::chrono::steady_clock::now() < deadline) {
       try {
         rendezvous_->heartbeat();
-        reported = node_reported_lost(rendezvous_->scope(), round_.generation, placement_.elastic_node);
+        reported = node_reported_lost(rendezvous_->scope(), generation_.generation, placement_.elastic_node);
       } catch (const std::exception&) {
         break;
       }
@@ -298,44 +281,45 @@ bool LaunchAgent::store_failed(const std::exception& e, const std::string& durin
   return false;
 }
 
-RoundEnd LaunchAgent::end_for_failure(const std::string& reason) {
-  if (round_.restart_count >= config_.max_restarts) {
-    return rendezvous_->end_round(RoundEndKind::kAborted,
-                                  str_cat(reason, "; no restarts left (--max_restarts ", config_.max_restarts, ")"));
+GenerationEnd LaunchAgent::end_for_failure(const std::string& reason) {
+  if (generation_.restart_count >= config_.max_restarts) {
+    return rendezvous_->end_generation(
+        GenerationEndKind::kAborted, str_cat(reason, "; no restarts left (--max_restarts ", config_.max_restarts, ")"));
   }
-  return rendezvous_->end_round(RoundEndKind::kFailure, reason);
+  return rendezvous_->end_generation(GenerationEndKind::kFailure, reason);
 }
 
 std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std::string* remote_reason) {
   if (store_lost_) return std::nullopt;
   try {
     // A worker recovering in its process lost a peer: it waits for the next generation.
-    if (auto lost = generation_lost_report(rendezvous_->scope(), round_.generation)) {
-      round_end_ = end_for_failure(*lost);  // "[rank 1/3] lost a peer: ..."; a standing end wins
-      return Outcome::kRoundEnded;
+    if (auto lost = generation_lost_report(rendezvous_->scope(), generation_.generation)) {
+      generation_end_ = end_for_failure(*lost);  // "[rank 1/3] lost a peer: ..."; a standing end wins
+      return Outcome::kGenerationEnded;
     }
     if (!several_nodes()) return std::nullopt;
     rendezvous_->heartbeat();
-    if (auto end = rendezvous_->round_end()) {
-      round_end_ = *end;
-      return Outcome::kRoundEnded;
+    if (auto end = rendezvous_->this_generation_end()) {
+      generation_end_ = *end;
+      return Outcome::kGenerationEnded;
     }
     const auto silent = rendezvous_->silent_members();
     if (!silent.empty()) {
-      round_end_ =
+      generation_end_ =
           end_for_failure(str_cat(describe_nodes(silent), " sent no heartbeat for ",
                                   format_duration_ms(config_.rdzv_conf.heartbeat_timeout().count()),
                                   " (--rdzv_conf keep_alive_interval x keep_alive_max_attempt): declared dead"));
-      return Outcome::kRoundEnded;
+      return Outcome::kGenerationEnded;
     }
     // Admitting restarts every worker: not once some have finished (they would train again).
-    const bool room = static_cast<int>(round_.nodes.size()) < config_.nnodes;
-    if (may_admit && room && std::chrono::steady_clock::now() - round_started_ >= config_.rdzv_conf.admit_interval &&
+    const bool room = static_cast<int>(generation_.nodes.size()) < config_.nnodes;
+    if (may_admit && room &&
+        std::chrono::steady_clock::now() - generation_started_ >= config_.rdzv_conf.admit_interval &&
         !any_worker_finished()) {
       if (const int waiting = rendezvous_->nodes_waiting()) {
-        round_end_ = rendezvous_->end_round(RoundEndKind::kAdmission,
-                                            str_cat(waiting, " node", waiting > 1 ? "s" : "", " waiting to join"));
-        return Outcome::kRoundEnded;
+        generation_end_ = rendezvous_->end_generation(
+            GenerationEndKind::kAdmission, str_cat(waiting, " node", waiting > 1 ? "s" : "", " waiting to join"));
+        return Outcome::kGenerationEnded;
       }
     }
   } catch (const std::exception& e) {
@@ -358,8 +342,8 @@ LaunchAgent::Outcome LaunchAgent::monitor(Failure* failure, std::string* remote_
   auto next_store_check = std::chrono::steady_clock::now();
   while (true) {
     output_.pump(config_.monitor_interval);
-    if (g_signal.load() != 0) return Outcome::kSignal;
-    if (g_dump_requested.exchange(false)) {
+    if (signals_.received() != 0) return Outcome::kSignal;
+    if (signals_.dump_requested()) {
       log(str_cat("SIGUSR1: the workers write their flight recorders to ", placement_.flight_recorder_dir));
       request_flight_dumps();
     }
@@ -438,15 +422,15 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(std::string* remote_reaso
   // Other nodes may train for hours: no deadline here, but a failure, a silent node or a lost
   // store ends the wait.
   while (true) {
-    if (g_signal.load() != 0) return Outcome::kSignal;
+    if (signals_.received() != 0) return Outcome::kSignal;
     try {
       if (!store_lost_ && control_->check(done)) {
         // Waiting nodes learn that the job is over; then node 0 (which may host the store)
         // leaves last, or the others would lose the store mid-check.
-        const RoundEnd end = rendezvous_->end_round(RoundEndKind::kFinished, "");
-        if (end.kind != RoundEndKind::kFinished) {  // a failure or an abort came first: this node goes with it
-          round_end_ = end;
-          return Outcome::kRoundEnded;
+        const GenerationEnd end = rendezvous_->end_generation(GenerationEndKind::kFinished, "");
+        if (end.kind != GenerationEndKind::kFinished) {  // a failure or an abort came first: this node goes with it
+          generation_end_ = end;
+          return Outcome::kGenerationEnded;
         }
         MemberContext who{placement_.node_rank, placement_.nnodes, "node", "ringrun exit"};
         leave_barrier(*control_, "exit", who, config_.timeout.value_or(kDefaultTimeout));
@@ -462,19 +446,19 @@ LaunchAgent::Outcome LaunchAgent::wait_for_other_nodes(std::string* remote_reaso
       return Outcome::kSucceeded;
     }
     if (auto remote = check_store(/*may_admit=*/false, remote_reason)) {
-      if (*remote != Outcome::kRoundEnded || round_end_.kind != RoundEndKind::kFinished) return *remote;
+      if (*remote != Outcome::kGenerationEnded || generation_end_.kind != GenerationEndKind::kFinished) return *remote;
     }
     std::this_thread::sleep_for(config_.monitor_interval);
   }
 }
 
 int LaunchAgent::run() {
-  const int status = run_rounds();
+  const int status = run_generations();
   merge_timeline();
   return status;
 }
 
-int LaunchAgent::run_rounds() {
+int LaunchAgent::run_generations() {
   open_store();
   settle_run_id();
   const std::string workers = str_cat(config_.nproc_per_node, " worker", config_.nproc_per_node > 1 ? "s" : "");
@@ -492,7 +476,7 @@ int LaunchAgent::run_rounds() {
   }
   while (true) {
     if (auto status = join_generation()) return *status;
-    const int restart = round_.restart_count;
+    const int restart = generation_.restart_count;
     start_workers(restart);
     Failure failure;
     std::string reason;
@@ -500,16 +484,16 @@ int LaunchAgent::run_rounds() {
     if (outcome == Outcome::kSucceeded && several_nodes()) outcome = wait_for_other_nodes(&reason);
     switch (outcome) {
       case Outcome::kSucceeded:
-        if (!several_nodes()) rendezvous_->end_round(RoundEndKind::kFinished, "");
+        if (!several_nodes()) rendezvous_->end_generation(GenerationEndKind::kFinished, "");
         remove_segments_left_by_workers();
         log("all workers succeeded");
         return 0;
       case Outcome::kSignal: {
-        const int sig = g_signal.load();
+        const int sig = signals_.received();
         log(str_cat("received ", signal_name(sig), "; stopping the workers"));
         try {
-          rendezvous_->end_round(RoundEndKind::kAborted,
-                                 str_cat("node ", placement_.node_rank, "'s ringrun received ", signal_name(sig)));
+          rendezvous_->end_generation(GenerationEndKind::kAborted,
+                                      str_cat("node ", placement_.node_rank, "'s ringrun received ", signal_name(sig)));
         } catch (const std::exception&) {
         }
         stop_workers(sig == SIGHUP ? SIGTERM : sig);
@@ -520,38 +504,39 @@ int LaunchAgent::run_rounds() {
         report_flight_recorder();
         stop_workers(SIGTERM);
         return 1;
-      case Outcome::kRoundEnded:
-        if (round_end_.kind == RoundEndKind::kAborted) {
-          log("stopping: " + round_end_.reason);
+      case Outcome::kGenerationEnded:
+        if (generation_end_.kind == GenerationEndKind::kAborted) {
+          log("stopping: " + generation_end_.reason);
           report_flight_recorder();
           stop_workers(SIGTERM);
           return 1;
         }
         log(str_cat(
-            "generation ", round_.generation, " ended: ", round_end_.reason,
-            round_end_.kind == RoundEndKind::kFailure
+            "generation ", generation_.generation, " ended: ", generation_end_.reason,
+            generation_end_.kind == GenerationEndKind::kFailure
                 ? str_cat("; restarting this node's workers (restart ", restart + 1, " of ", config_.max_restarts, ")")
                 : "; restarting this node's workers to admit them (not counted as a restart)"));
-        if (round_end_.kind == RoundEndKind::kFailure) report_flight_recorder();
+        if (generation_end_.kind == GenerationEndKind::kFailure) report_flight_recorder();
         end_generation_workers();
         continue;
       case Outcome::kLocalFailure: {
         const std::string what = str_cat("rank ", failure.rank, " (local rank ", failure.local_rank, ", pid ",
                                          failure.pid, ") failed with ", failure.status.describe());
-        RoundEnd end;
+        GenerationEnd end;
         try {
           end = end_for_failure(str_cat("node ", placement_.node_rank, ": ", what));
         } catch (const std::exception& e) {
           log(str_cat("could not tell the other nodes through the store: ", e.what()));
-          end.kind = round_.restart_count >= config_.max_restarts ? RoundEndKind::kAborted : RoundEndKind::kFailure;
+          end.kind = generation_.restart_count >= config_.max_restarts ? GenerationEndKind::kAborted
+                                                                       : GenerationEndKind::kFailure;
         }
-        round_end_ = end;
-        if (end.kind == RoundEndKind::kAdmission) {  // an admission ended the generation first
+        generation_end_ = end;
+        if (end.kind == GenerationEndKind::kAdmission) {  // an admission ended the generation first
           log(str_cat(what, "; the generation had just ended to admit nodes (not counted as a restart)"));
           end_generation_workers();
           continue;
         }
-        if (end.kind != RoundEndKind::kAborted) {
+        if (end.kind != GenerationEndKind::kAborted) {
           log(str_cat(what, "; stopping the others and restarting the group (restart ", restart + 1, " of ",
                       config_.max_restarts, ")"));
           report_flight_recorder();

@@ -26,6 +26,7 @@
 #include "rendezvous/elastic_rendezvous.h"
 #include "runtime/launch/launch_config.h"
 #include "runtime/launch/output_forwarder.h"
+#include "runtime/launch/signal_watch.h"
 #include "runtime/launch/subprocess.h"
 #include "runtime/launch/worker_env.h"
 
@@ -33,17 +34,15 @@ namespace ringtorch {
 
 class LaunchAgent {
  public:
+  // From construction on, SIGINT, SIGTERM and SIGHUP are recorded for the agent (and passed on
+  // to workers) instead of killing ringrun outright; SIGUSR1 is passed on to the workers (their
+  // flight recorders write their files). One agent per process.
   explicit LaunchAgent(LaunchConfig config);
   ~LaunchAgent();
 
   // Blocks until the job ends; returns ringrun's exit status. Merges the workers' timeline parts
   // (--timeline) at the end.
   int run();
-
-  // Call once from main() before run(): SIGINT, SIGTERM and SIGHUP are then recorded for the
-  // agent (and passed on to workers) instead of killing ringrun outright; SIGUSR1 is passed on
-  // to the workers (their flight recorders write their files).
-  static void install_signal_handlers();
 
  private:
   struct Failure {
@@ -52,9 +51,9 @@ class LaunchAgent {
     pid_t pid = 0;
     ExitStatus status;
   };
-  // kRoundEnded: the generation ended elsewhere (or a member went silent); see round_end_.
+  // kGenerationEnded: the generation ended elsewhere (or a member went silent); see generation_end_.
   // kRemoteAbort: node 0's TCP store is gone.
-  enum class Outcome { kSucceeded, kLocalFailure, kRoundEnded, kRemoteAbort, kSignal };
+  enum class Outcome { kSucceeded, kLocalFailure, kGenerationEnded, kRemoteAbort, kSignal };
 
   void open_store();
   // "lost the store ..." naming the store (password masked) and what probably happened.
@@ -67,17 +66,17 @@ class LaunchAgent {
   // Joins the next generation and places this node in it (placement_, control_). Returns an
   // exit status when the job cannot go on (too few nodes, the job ended before admitting it).
   std::optional<int> join_generation();
-  int run_rounds();
+  int run_generations();
   // Ends this generation for a failure: a restart while the job's budget allows, else an abort.
-  RoundEnd end_for_failure(const std::string& reason);
+  GenerationEnd end_for_failure(const std::string& reason);
   // Flight recorder: asks the running workers for their files (SIGUSR1), waits up to a second for
-  // them, and logs what `ringtrace` would say of this round's files. Workers that recover in
+  // them, and logs what `ringtrace` would say of this generation's files. Workers that recover in
   // their processes are not asked: they wrote theirs when they lost the peer, and go on.
   void report_flight_recorder();
   // SIGUSR1 to each running worker that handles it (its default action would end the others);
   // returns the ranks asked, and logs the others.
   std::vector<int> request_flight_dumps();
-  // This node's ranks' flight-recorder files and timeline parts from an earlier round or run.
+  // This node's ranks' flight-recorder files and timeline parts from an earlier generation or run.
   void remove_stale_reports() const;
   void merge_timeline() const;
   // Starts this generation's workers: every local rank, or (after in-process recovery) only
@@ -107,10 +106,10 @@ class LaunchAgent {
   JobPlacement placement_;
   std::string run_id_;  // as given or agreed; placement_.run_id adds the generation
   std::unique_ptr<ElasticRendezvous> rendezvous_;
-  ElasticRound round_;
-  RoundEnd round_end_;  // with Outcome::kRoundEnded
-  std::chrono::steady_clock::time_point round_started_;
-  int64_t round_started_us_ = 0;             // wall clock: the flight-recorder report reads files from then on
+  ElasticGeneration generation_;
+  GenerationEnd generation_end_;  // with Outcome::kGenerationEnded
+  std::chrono::steady_clock::time_point generation_started_;
+  int64_t generation_started_us_ = 0;        // wall clock: the flight-recorder report reads files from then on
   bool store_lost_ = false;                  // an external store stopped answering: no more cross-node checks
   c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
   c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/elastic/g<generation>/
@@ -118,6 +117,7 @@ class LaunchAgent {
   std::vector<std::FILE*> logs_;  // one per local rank when --log_dir is given
   int logs_first_rank_ = -1;      // the rank logs_[0] was opened for
   OutputForwarder output_;
+  SignalWatch signals_;  // INT, TERM, HUP and USR1, for the agent's life
 };
 
 }  // namespace ringtorch

@@ -1,22 +1,14 @@
 #include "runtime/launch/launch_config.h"
 
-#include <algorithm>
-#include <functional>
-#include <map>
+#include <ringtorch/error.h>
 
-#include "base/error.h"
+#include "base/command_line.h"
 #include "base/parse.h"
 #include "rendezvous/elastic_settings.h"
 #include "rendezvous/init_method.h"
 
 namespace ringtorch {
 namespace {
-
-// torchrun accepts both --nproc_per_node and --nproc-per-node.
-std::string canonical_flag(std::string flag) {
-  std::replace(flag.begin(), flag.end(), '-', '_');
-  return flag;
-}
 
 // "N" or torchrun's elastic "MIN:MAX" into c->min_nnodes and c->nnodes (the maximum).
 void parse_nnodes(const std::string& value, LaunchConfig* c) {
@@ -39,76 +31,46 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
   LaunchConfig c;
   *help = false;
   bool master_port_given = false;
-  using Setter = std::function<void(const std::string&)>;
-  const std::map<std::string, Setter> with_value = {
-      {"__nproc_per_node",
-       [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); }},
-      {"__nnodes", [&](const std::string& v) { parse_nnodes(v, &c); }},
-      {"__rdzv_conf", [&](const std::string& v) { parse_rdzv_conf(v, &c.rdzv_conf); }},
-      {"__node_rank", [&](const std::string& v) { c.node_rank = parse_int_in_range(v, 0, 1 << 16, "--node_rank"); }},
-      {"__master_addr", [&](const std::string& v) { c.master_addr = v; }},
-      {"__master_port",
-       [&](const std::string& v) {
-         c.master_port = static_cast<uint16_t>(parse_int_in_range(v, 1, 65535, "--master_port"));
-         master_port_given = true;
-       }},
-      {"__rdzv_endpoint", [&](const std::string& v) { c.rdzv_endpoint = v; }},
-      {"__rdzv_backend",
-       [&](const std::string& v) {
-         if (v != "c10d" && v != "static") {
-           throw InvalidArgumentError("--rdzv_backend " + v +
-                                      ": ringrun supports c10d and static (both mean: "
-                                      "the store named by --rdzv_endpoint or --master_addr/--master_port)");
-         }
-       }},
-      {"__max_restarts",
-       [&](const std::string& v) { c.max_restarts = parse_int_in_range(v, 0, 1 << 20, "--max_restarts"); }},
-      {"__log_dir", [&](const std::string& v) { c.log_dir = v; }},
-      {"__timeline", [&](const std::string& v) { c.timeline = v; }},
-      {"__run_id", [&](const std::string& v) { c.run_id = v; }},
-      {"__rdzv_id", [&](const std::string& v) { c.run_id = v; }},
-      {"__timeout", [&](const std::string& v) { c.timeout = parse_seconds(v, "--timeout"); }},
-      {"__term_timeout", [&](const std::string& v) { c.term_timeout = parse_seconds(v, "--term_timeout"); }},
-      {"__monitor_interval",
-       [&](const std::string& v) { c.monitor_interval = parse_seconds(v, "--monitor_interval"); }},
-  };
-  size_t i = 0;
-  for (; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.rfind("--", 0) != 0) break;  // the program starts here
-    std::string flag = arg, value;
-    bool inline_value = false;
-    if (auto eq = arg.find('='); eq != std::string::npos) {
-      flag = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      inline_value = true;
-    }
-    flag = canonical_flag(flag);
-    if (flag == "__help") {
-      *help = true;
-      return c;
-    }
-    if (flag == "__standalone" || flag == "__use_env" || flag == "__no_python") {
-      if (inline_value) throw InvalidArgumentError(arg + ": this flag takes no value");
-      if (flag == "__standalone") c.standalone = true;
-      if (flag == "__use_env") c.use_env = true;
-      continue;  // --no_python: ringrun always executes the program directly
-    }
-    auto it = with_value.find(flag);
-    if (it == with_value.end()) {
-      throw InvalidArgumentError("unknown flag " + arg.substr(0, arg.find('=')) + "; see ringrun --help");
-    }
-    if (!inline_value) {
-      if (i + 1 >= args.size()) throw InvalidArgumentError(arg + " needs a value; see ringrun --help");
-      value = args[++i];
-    }
-    it->second(value);
+  CommandLine cli("ringrun", launch_usage());
+  cli.option("--nproc_per_node",
+             [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); })
+      .option("--nnodes", [&](const std::string& v) { parse_nnodes(v, &c); })
+      .repeatable("--rdzv_conf", [&](const std::string& v) { parse_rdzv_conf(v, &c.rdzv_conf); })
+      .option("--node_rank",
+              [&](const std::string& v) { c.node_rank = parse_int_in_range(v, 0, 1 << 16, "--node_rank"); })
+      .option("--master_addr", [&](const std::string& v) { c.master_addr = v; })
+      .option("--master_port",
+              [&](const std::string& v) {
+                c.master_port = static_cast<uint16_t>(parse_int_in_range(v, 1, 65535, "--master_port"));
+                master_port_given = true;
+              })
+      .option("--rdzv_endpoint", [&](const std::string& v) { c.rdzv_endpoint = v; })
+      .option("--rdzv_backend",
+              [&](const std::string& v) {
+                if (v != "c10d" && v != "static") {
+                  throw InvalidArgumentError("--rdzv_backend " + v +
+                                             ": ringrun supports c10d and static (both mean: "
+                                             "the store named by --rdzv_endpoint or --master_addr/--master_port)");
+                }
+              })
+      .option("--max_restarts",
+              [&](const std::string& v) { c.max_restarts = parse_int_in_range(v, 0, 1 << 20, "--max_restarts"); })
+      .option("--log_dir", [&](const std::string& v) { c.log_dir = v; })
+      .option("--timeline", [&](const std::string& v) { c.timeline = v; })
+      .option("--run_id,--rdzv_id", [&](const std::string& v) { c.run_id = v; })
+      .option("--timeout", [&](const std::string& v) { c.timeout = parse_seconds(v, "--timeout"); })
+      .option("--term_timeout", [&](const std::string& v) { c.term_timeout = parse_seconds(v, "--term_timeout"); })
+      .option("--monitor_interval",
+              [&](const std::string& v) { c.monitor_interval = parse_seconds(v, "--monitor_interval"); })
+      .flag("--standalone", [&](bool on) { c.standalone = on; })
+      .flag("--use_env", [&](bool on) { c.use_env = on; })
+      .flag("--no_python", [](bool) {})  // ringrun always executes the program directly
+      .rest_from_first_positional();
+  if (!cli.parse(args)) {
+    *help = true;
+    return c;
   }
-  c.program.assign(args.begin() + static_cast<long>(i), args.end());
+  c.program = cli.rest();
   if (c.program.empty()) throw InvalidArgumentError("no program to launch; usage: ringrun [flags] PROGRAM [ARGS...]");
   if (c.standalone) {
     if (c.nnodes != 1 || c.node_rank != 0)
@@ -173,7 +135,10 @@ hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: 
   --timeout SECONDS      rendezvous and store timeout, exported to workers as RINGTORCH_TIMEOUT
   --term_timeout SECONDS grace between SIGTERM and SIGKILL when stopping workers (default 5)
   --monitor_interval S   how often workers and the store are checked (default 0.1)
-  --help                 this text
+  -h, --help             this text
+
+Every flag takes --flag VALUE or --flag=VALUE, with underscores or dashes (--nproc-per-node);
+--standalone, --use_env and --no_python also take =true or =false.
 
 Exit status: 0 when every worker succeeded; else the failing worker's exit code (128 + signal
 number when it was killed by a signal); 2 for bad flags; 128 + signal when ringrun itself was

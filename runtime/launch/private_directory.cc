@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

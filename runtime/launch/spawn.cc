@@ -1,5 +1,3 @@
-#include "runtime/launch/spawn.h"
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -15,14 +13,18 @@
 #include <thread>
 #include <tuple>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/spawn.h>
+#include <ringtorch/timeline.h>
+
+#include "base/log.h"
 #include "runtime/comm/shm/shared_segment.h"
 #include "runtime/launch/output_forwarder.h"
 #include "runtime/launch/private_directory.h"
 #include "runtime/launch/signal_watch.h"
 #include "runtime/launch/spawn_child.h"
+#include "runtime/launch/subprocess.h"
 #include "runtime/launch/timeline_parts.h"
-#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 namespace {
@@ -192,6 +194,7 @@ class SpawnContext::Impl {
     };
     if (options_.nprocs > 1 && !std::getenv("OMP_NUM_THREADS")) o.env["OMP_NUM_THREADS"] = "1";
     if (!timeline_.empty()) o.env["RINGTORCH_TIMELINE"] = timeline_part(timeline_, rank);  // merged at the end
+    o.env["RINGTORCH_OUTPUT_PREFIXED"] = options_.prefix_output ? "1" : "0";  // the logger's rank (base/log.h)
     for (const auto& [key, value] : options_.env) o.env[key] = value;
     return o;
   }
@@ -308,7 +311,7 @@ class SpawnContext::Impl {
     if (!timeline_.empty()) {
       std::vector<int> ranks;
       for (int rank = 0; rank < options_.nprocs; ++rank) ranks.push_back(rank);
-      std::fprintf(stderr, "[ringtorch] spawn: %s\n", merge_timeline_parts(timeline_, ranks, timeline_).c_str());
+      log_info("spawn: " + merge_timeline_parts(timeline_, ranks, timeline_));
     }
 
     std::exception_ptr failure;

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <typeinfo>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
+#include "base/log.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -65,7 +67,7 @@ void write_text(const std::string& path, const std::string& text) {
   out << text;
   out.close();
   // The parent would not know why: say it here, where the rank's stderr still reaches it.
-  if (!out) std::fprintf(stderr, "ringtorch::spawn: cannot write %s: %s\n", path.c_str(), text.c_str());
+  if (!out) log_error(str_cat("spawn: cannot write ", path, ": ", text));
 }
 
 }  // namespace

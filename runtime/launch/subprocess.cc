@@ -12,7 +12,7 @@
 #include <fstream>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 extern char** environ;
 

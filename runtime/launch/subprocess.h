@@ -18,19 +18,9 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/exit_status.h>
+
 namespace ringtorch {
-
-struct ExitStatus {
-  bool signaled = false;
-  int code = 0;    // exit code, when !signaled
-  int signal = 0;  // terminating signal, when signaled
-
-  bool success() const { return !signaled && code == 0; }
-  // The code a shell would report: the exit code, or 128 + signal.
-  int shell_code() const { return signaled ? 128 + signal : code; }
-  // "exit code 3" or "signal 9 (SIGKILL)".
-  std::string describe() const;
-};
 
 struct SubprocessOptions {
   std::vector<std::string> argv;           // argv[0] is looked up in PATH when it has no '/'

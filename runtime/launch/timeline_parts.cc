@@ -4,9 +4,10 @@
 
 #include <filesystem>
 
+#include <ringtorch/error.h>
+#include <ringtorch/timeline.h>
+
 #include "base/atomic_file.h"
-#include "base/error.h"
-#include "runtime/trace/timeline.h"
 
 namespace ringtorch {
 

@@ -30,6 +30,8 @@ std::map<std::string, std::string> worker_environment(const LaunchConfig& c, con
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(c.max_restarts)},
       // Workers must not inherit a stale endpoint from the launcher's own environment.
       {"RINGTORCH_RDZV_ENDPOINT", p.store_url},
+      // Every output line is prefixed "[rank R]: " here: the logger need not repeat the rank.
+      {"RINGTORCH_OUTPUT_PREFIXED", "1"},
   };
   if (!p.elastic_run.empty()) {
     env["RINGTORCH_ELASTIC_RUN"] = p.elastic_run;

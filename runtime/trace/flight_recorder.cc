@@ -14,8 +14,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include <ringtorch/error.h>
+
 #include "base/atomic_file.h"
-#include "base/error.h"
+#include "base/log.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -64,7 +66,7 @@ void install_sigusr1_once() {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return;
         const std::string where = dump_flight_recorders("SIGUSR1");  // never throws
-        if (!where.empty()) std::fprintf(stderr, "[ringtorch] flight recorder (SIGUSR1): %s\n", where.c_str());
+        if (!where.empty()) log_info("flight recorder (SIGUSR1): " + where);
       }
     }).detach();
     struct sigaction action {};

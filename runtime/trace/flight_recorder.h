@@ -44,6 +44,8 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/operation_label.h>
+
 namespace ringtorch {
 
 // What one operation was, as the recorder keeps it.
@@ -51,7 +53,7 @@ struct FlightEntry {
   enum class State { kQueued, kStarted, kCompleted, kFailed };
   uint64_t sequence = 0;
   const char* op = "";    // "allreduce" (a string literal: op_type_name)
-  const char* path = "";  // "shared memory", "direct", "halves", "ring", "bcube", "hierarchical", "gloo"
+  const char* path = "";  // "shared memory", "direct", "ring", "bcube", "hierarchical", "gloo"
   const char* dtype = "";
   int64_t count = 0;
   int64_t bytes = 0;
@@ -116,21 +118,6 @@ class FlightRecorder {
   std::vector<Slot> ring_;  // fixed size; slot k holds entry id k mod capacity
   Id next_id_ = 0;          // guarded by mutex_: how many were ever queued
   uint64_t refused_ = 0;    // guarded by mutex_
-};
-
-// Names the operations the calling thread submits while it lives ("ddp bucket 3, step 17"), in
-// the flight recorder and the timeline. Nests; the innermost wins.
-class ScopedOperationLabel {
- public:
-  explicit ScopedOperationLabel(std::string label);
-  ~ScopedOperationLabel();
-  ScopedOperationLabel(const ScopedOperationLabel&) = delete;
-  ScopedOperationLabel& operator=(const ScopedOperationLabel&) = delete;
-  // The calling thread's current label ("" when none).
-  static const std::string& current();
-
- private:
-  std::string previous_;
 };
 
 // Where dumps go: RINGTORCH_FLIGHT_RECORDER_DIR, else $TMPDIR (or /tmp)/ringtorch-flight-recorder/

@@ -1,5 +1,3 @@
-#include "runtime/trace/timeline.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,8 +9,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include <ringtorch/error.h>
+#include <ringtorch/timeline.h>
+
 #include "base/atomic_file.h"
-#include "base/error.h"
+#include "base/log.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -93,14 +94,14 @@ struct EnvironmentStart {
     try {
       Timeline::start();
     } catch (const std::exception& e) {  // a malformed RINGTORCH_TIMELINE_MAX_EVENTS, before main()
-      std::fprintf(stderr, "[ringtorch] %s; the timeline keeps the default window\n", e.what());
+      log_warning(std::string(e.what()) + "; the timeline keeps the default window");
       Timeline::start(kDefaultMaxEvents);
     }
     std::atexit([] {
       try {
         Timeline::flush();
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "[ringtorch] RINGTORCH_TIMELINE: %s\n", e.what());
+        log_error(std::string("RINGTORCH_TIMELINE: ") + e.what());
       }
     });
   }

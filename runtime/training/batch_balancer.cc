@@ -1,13 +1,12 @@
-#include "runtime/training/batch_balancer.h"
-
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "base/batch_split.h"
-#include "base/error.h"
+#include <ringtorch/batch_balancer.h>
+#include <ringtorch/batch_split.h>
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 

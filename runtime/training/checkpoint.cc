@@ -1,5 +1,3 @@
-#include "runtime/training/checkpoint.h"
-
 #include <fcntl.h>
 #include <torch/torch.h>
 #include <unistd.h>
@@ -13,8 +11,11 @@
 #include <iterator>
 #include <sstream>
 
+#include <ringtorch/checkpoint.h>
+#include <ringtorch/error.h>
+
 #include "base/atomic_file.h"
-#include "base/error.h"
+#include "base/log.h"
 
 namespace ringtorch {
 namespace fs = std::filesystem;
@@ -137,14 +138,11 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
       const std::string named = "checkpoint " + path + ": ";  // the warning names the file already
       if (why.rfind(named, 0) == 0) why.erase(0, named.size());
     }
-    std::fprintf(stderr, "ringtorch: warning: skipping checkpoint %s: %s; trying the previous one\n", path.c_str(),
-                 why.c_str());
+    log_warning(str_cat("skipping checkpoint ", path, ": ", why, "; trying the previous one"));
   }
   if (!candidates.empty()) {
-    std::fprintf(stderr,
-                 "ringtorch: warning: none of the %zu checkpoints in %s could be loaded (each is named above); "
-                 "starting from scratch\n",
-                 candidates.size(), directory_.c_str());
+    log_warning(str_cat("none of the ", candidates.size(), " checkpoints in ", directory_,
+                        " could be loaded (each is named above); starting from scratch"));
   }
   return std::nullopt;
 }

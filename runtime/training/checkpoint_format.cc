@@ -1,5 +1,3 @@
-#include "runtime/training/checkpoint_format.h"
-
 #include <ATen/core/Dict.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
@@ -18,8 +16,11 @@
 #include <optional>
 #include <utility>
 
-#include "base/error.h"
-#include "base/str_cat.h"
+#include <ringtorch/checkpoint_format.h>
+#include <ringtorch/error.h>
+#include <ringtorch/str_cat.h>
+
+#include "base/log.h"
 #include "runtime/training/optimizer_state.h"
 #include "runtime/training/pickle_check.h"
 
@@ -201,10 +202,9 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
   if (optimizer && dict.contains("optimizer_state")) {
     optimizer_state = parse_optimizer_state(*optimizer, dict.at("optimizer_state"), path);
   } else if (optimizer && dict.contains("optimizer")) {
-    std::fprintf(stderr,
-                 "ringtorch: warning: checkpoint %s keeps its optimizer state as a TorchScript archive (format 1), "
-                 "which is no longer loaded: its weights and position are restored, the optimizer starts fresh\n",
-                 path.c_str());
+    log_warning(str_cat("checkpoint ", path,
+                        " keeps its optimizer state as a TorchScript archive (format 1), which is no longer loaded: "
+                        "its weights and position are restored, the optimizer starts fresh"));
   }
   std::vector<at::Tensor> saved_weights;
   saved_weights.reserve(targets.size());

@@ -1,6 +1,6 @@
-#include "runtime/training/comm_hooks.h"
-
 #include <ATen/ATen.h>
+
+#include <ringtorch/comm_hooks.h>
 
 namespace ringtorch {
 namespace {

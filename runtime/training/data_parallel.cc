@@ -1,5 +1,3 @@
-#include "runtime/training/data_parallel.h"
-
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
@@ -8,7 +6,8 @@
 #include <mutex>
 #include <thread>
 
-#include "base/error.h"
+#include <ringtorch/data_parallel.h>
+#include <ringtorch/error.h>
 #ifdef RINGTORCH_WITH_CUDA
 #include "runtime/comm/cuda_tensor_staging.h"
 #include "runtime/cuda/blas.h"

@@ -1,5 +1,3 @@
-#include "runtime/training/distributed_data_parallel.h"
-
 #include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
@@ -7,12 +5,13 @@
 #include <algorithm>
 #include <mutex>
 
-#include "base/error.h"
+#include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/error.h>
+#include <ringtorch/timeline.h>
+
 #include "runtime/comm/tensor_checks.h"
 #include "runtime/trace/flight_recorder.h"
-#include "runtime/trace/timeline.h"
 #include "runtime/training/bucket_assignment.h"
-#include "runtime/training/cpu_throttle.h"
 
 namespace ringtorch {
 
@@ -48,7 +47,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
   // Multiplies each bucket before its hook: with uneven_inputs, world size x this rank's share
   // of the step's samples (the hook divides by the world size); else 1.
   double gradient_scale = 1.0;
-  bool measure_throttle = false;  // uneven_inputs: read the CPU-quota clock around the wait
+  std::function<std::chrono::nanoseconds()> stall_clock;  // DdpOptions::stall_clock
   size_t next_to_launch = 0;
   DdpIterationStats current, last;
 
@@ -147,7 +146,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
   s.hook = options_.comm_hook ? options_.comm_hook : allreduce_hook();
   s.find_unused = options_.find_unused_parameters;
   s.driven_by_data_parallel = data_parallel_ != nullptr;
-  s.measure_throttle = options_.uneven_inputs && CpuThrottleClock::process().available();
+  s.stall_clock = options_.stall_clock;
   for (const auto& item : module_->named_parameters()) {
     if (!item.value().requires_grad()) continue;
     s.names.push_back(item.key());
@@ -305,11 +304,12 @@ int lowest_active(const at::Tensor& step, int world) {
 int DistributedDataParallel::agree_on_step(int64_t samples, bool synchronising) {
   const int world = group_->size();
   at::Tensor step = step_agreement(world, group_->rank(), samples, synchronising);
-  const CpuThrottleClock& throttle = CpuThrottleClock::process();
+  const auto& stall_clock = options_.stall_clock;
   const auto start = Clock::now();
-  const auto throttled_before = throttle.throttled();
+  const auto stalled_before = stall_clock ? stall_clock() : std::chrono::nanoseconds(0);
   group_->allreduce(step, ReduceOp::kSum);
-  last_agreement_throttled_ = std::chrono::duration_cast<Clock::duration>(throttle.throttled() - throttled_before);
+  if (stall_clock)
+    last_agreement_stalled_ = std::chrono::duration_cast<Clock::duration>(stall_clock() - stalled_before);
   last_agreement_wait_ = Clock::now() - start;
   ++steps_run_;
   accumulated_samples_ += samples;
@@ -492,8 +492,7 @@ void DistributedDataParallel::State::finish_backward() {
   DdpIterationStats stats = current;
   reset_iteration();
   lock.unlock();
-  const CpuThrottleClock* throttle = measure_throttle ? &CpuThrottleClock::process() : nullptr;
-  const auto throttled_before = throttle ? throttle->throttled() : std::chrono::nanoseconds(0);
+  const auto stalled_before = stall_clock ? stall_clock() : std::chrono::nanoseconds(0);
   std::exception_ptr failure;
   for (size_t k = 0; k < reductions.size(); ++k) {
     try {
@@ -505,9 +504,8 @@ void DistributedDataParallel::State::finish_backward() {
     stats.buckets.push_back({launched_at[k], reductions[k].work->started_at(), reductions[k].work->completed_at()});
   }
   stats.finished = Clock::now();
-  if (throttle) {
-    stats.throttled_while_waiting =
-        std::chrono::duration_cast<Clock::duration>(throttle->throttled() - throttled_before);
+  if (stall_clock) {
+    stats.stalled_while_waiting = std::chrono::duration_cast<Clock::duration>(stall_clock() - stalled_before);
   }
   if (Timeline::enabled()) record_buckets_in_timeline(stats);
   lock.lock();

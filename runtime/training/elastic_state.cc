@@ -1,9 +1,8 @@
-#include "runtime/training/elastic_state.h"
-
 #include <ATen/ATen.h>
 
-#include "base/error.h"
-#include "runtime/training/state_broadcast.h"
+#include <ringtorch/elastic_state.h>
+#include <ringtorch/error.h>
+#include <ringtorch/state_broadcast.h>
 
 namespace ringtorch {
 

@@ -11,8 +11,9 @@
 #include <sstream>
 #include <vector>
 
-#include "base/error.h"
-#include "base/str_cat.h"
+#include <ringtorch/error.h>
+#include <ringtorch/str_cat.h>
+
 #include "runtime/training/pickle_check.h"
 
 namespace ringtorch {

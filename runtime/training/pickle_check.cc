@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "base/error.h"
-#include "base/str_cat.h"
+#include <ringtorch/error.h>
+#include <ringtorch/str_cat.h>
 
 namespace ringtorch {
 namespace {

@@ -1,12 +1,11 @@
-#include "runtime/training/state_broadcast.h"
-
 #include <ATen/ATen.h>
 
 #include <cstring>
 #include <vector>
 
-#include "base/error.h"
-#include "runtime/training/checkpoint_format.h"
+#include <ringtorch/checkpoint_format.h>
+#include <ringtorch/error.h>
+#include <ringtorch/state_broadcast.h>
 
 namespace ringtorch {
 

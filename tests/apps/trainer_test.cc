@@ -19,11 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include <ringtorch/error.h>
+#include <ringtorch/keep_freed_memory.h>
+
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/rank_report.h"
-#include "base/error.h"
-#include "base/keep_freed_memory.h"
 #include "support/error_of.h"
 #include "support/scoped_environment.h"
 #include "support/thread_ranks.h"

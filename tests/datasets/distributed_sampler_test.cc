@@ -1,6 +1,4 @@
 // DistributedSampler against Python's, run during the test with Debian's python3-torch.
-#include "datasets/distributed_sampler.h"
-
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +8,9 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "base/error.h"
+#include <ringtorch/distributed_sampler.h>
+#include <ringtorch/error.h>
+
 #include "runtime/launch/subprocess.h"
 #include "support/capture.h"
 #include "support/test_paths.h"

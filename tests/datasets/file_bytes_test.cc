@@ -11,8 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "base/error.h"
-#include "datasets/image_dataset.h"
+#include <ringtorch/error.h>
+#include <ringtorch/image_dataset.h>
+
 #include "support/error_of.h"
 #include "support/test_paths.h"
 

@@ -1,16 +1,15 @@
 // split_global_batch and WeightedDistributedSampler: the split's rounding and bounds, and that
 // an epoch's steps deal every index once across ranks whatever the split, also when it changes
 // mid-epoch.
-#include "datasets/weighted_sampler.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
-#include "base/batch_split.h"
-#include "base/error.h"
+#include <ringtorch/batch_split.h>
+#include <ringtorch/error.h>
+#include <ringtorch/weighted_sampler.h>
 
 namespace ringtorch {
 namespace {

@@ -13,11 +13,12 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+
 #include "apps/main_guard.h"
-#include "base/error.h"
 #include "base/parse.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
 
 namespace {
 

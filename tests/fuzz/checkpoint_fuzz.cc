@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
-#include "runtime/training/checkpoint_format.h"
+#include <ringtorch/checkpoint_format.h>
+#include <ringtorch/error.h>
 
 namespace {
 

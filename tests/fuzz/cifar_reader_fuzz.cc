@@ -3,7 +3,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "datasets/cifar_file.h"
 #include "tests/fuzz/fuzz_input_file.h"
 

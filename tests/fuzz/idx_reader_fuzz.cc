@@ -4,7 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "datasets/idx_file.h"
 #include "tests/fuzz/fuzz_input_file.h"
 

@@ -5,7 +5,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/init_method.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -4,8 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include <ringtorch/error.h>
+
 #include "apps/trainer/job_config.h"
-#include "base/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ringtorch::TrainerOptions options;

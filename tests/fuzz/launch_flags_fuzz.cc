@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/launch/launch_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -5,8 +5,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "runtime/comm/chunk_plan.h"
-#include "runtime/training/distributed_data_parallel.h"
+#include <ringtorch/distributed_data_parallel.h>
+
+#include "runtime/comm/piece_plan.h"
 #include "support/thread_ranks.h"
 
 #ifdef RINGTORCH_WITH_CUDA
@@ -100,7 +101,7 @@ TEST(CudaProcessGroup, SendAndRecvCarryCudaTensors) {
 // the CPU rank reduces the same pieces in place), summed and averaged.
 TEST(CudaProcessGroup, AMixedGroupAgreesOnBuffersOfSeveralPieces) {
   SKIP_WITHOUT_CUDA();
-  const int64_t n = static_cast<int64_t>(kAllreduceChunkBytes / 4) * 5 / 2;
+  const int64_t n = static_cast<int64_t>(kAllreducePieceBytes / 4) * 5 / 2;
   std::vector<at::Tensor> sums(2), averages(2);
   testing::on_thread_ranks(2, [&](ProcessGroup& g) {
     const auto device = g.rank() == 0 ? at::Device(at::kCUDA, 0) : at::Device(at::kCPU);

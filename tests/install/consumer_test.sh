@@ -9,6 +9,16 @@ trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
 test -x "$work/prefix/bin/ringrun" || { echo "ringrun was not installed"; exit 1; }
 test -f "$work/prefix/lib/cmake/ringtorch/ringtorchConfig.cmake" || { echo "no ringtorchConfig.cmake"; exit 1; }
+# Only the public API is installed, flat under include/ringtorch/, and none of it names Gloo (or
+# another of the libraries' private engines) or an internal header.
+headers=$(cd "$work/prefix/include" && find . -type f | sort)
+if grep -qv '^\./ringtorch/[a-z_]*\.h$' <<<"$headers"; then
+  echo "installed headers outside include/ringtorch/*.h:"; grep -v '^\./ringtorch/[a-z_]*\.h$' <<<"$headers"; exit 1
+fi
+if grep -lE '#include [<"](gloo|hiredis|spdlog|CLI)/|#include "' "$work"/prefix/include/ringtorch/*.h; then
+  echo "the public headers above include Gloo, a private engine or an internal header"; exit 1
+fi
+test -f "$work/prefix/include/ringtorch/ringtorch.h" || { echo "no umbrella header <ringtorch/ringtorch.h>"; exit 1; }
 cmake -S "$consumer_src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >"$work/configure.log" 2>&1 ||
   { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
@@ -23,5 +33,5 @@ if [ -z "$needed" ] || grep -qvE '\.so\.[0-9]+\.[0-9]+$' <<<"$needed"; then
   exit 1
 fi
 "$work/build/consumer" "$work/store" | tee "$work/run.log"
-grep -q "consumer: rank 0/1, store says ok" "$work/run.log"
+grep -q "consumer: rank 0/1, store says ok, all-reduce 1 over route none" "$work/run.log"
 echo "consumer project built and ran against the installed ringtorch"

@@ -4,7 +4,8 @@
 
 #include <map>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "runtime/launch/worker_env.h"
 
 namespace ringtorch {
@@ -78,7 +79,9 @@ TEST(LaunchConfig, BadFlagsNameTheProblem) {
       {{"--standalone", "--nnodes", "2", "p"}, "--standalone runs one node"},
       {{"--rdzv_endpoint", "ftp://x", "p"}, "unknown scheme"},
       {{"--master_port", "70000", "p"}, "outside [1, 65535]"},
-      {{"--standalone=yes", "p"}, "takes no value"},
+      {{"--standalone=maybe", "p"}, "a flag takes true or false"},
+      {{"--nproc_per_nod", "2", "p"}, "unknown flag --nproc_per_nod; did you mean --nproc"},
+      {{"-x", "p"}, "unknown flag -x"},
       {{"--rdzv_backend", "etcd", "p"}, "supports c10d and static"},
   };
   for (const auto& [args, expected] : cases) {
@@ -89,6 +92,17 @@ TEST(LaunchConfig, BadFlagsNameTheProblem) {
       EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
     }
   }
+}
+
+// argparse's dialect, as torchrun users type it: both spellings, --flag=value, and booleans
+// that take =true/=false.
+TEST(LaunchConfig, BooleanFlagsTakeAValueAndRepeatsKeepTheLast) {
+  EXPECT_FALSE(parse({"--standalone=false", "p"}).standalone);
+  EXPECT_TRUE(parse({"--standalone=true", "--use-env", "p"}).use_env);
+  EXPECT_EQ(parse({"--nproc-per-node=2", "--nproc_per_node", "3", "p"}).nproc_per_node, 3);
+  bool help = false;
+  parse_launch_args({"-h"}, &help);
+  EXPECT_TRUE(help);
 }
 
 TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {

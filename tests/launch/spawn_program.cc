@@ -30,10 +30,10 @@
 #include <string>
 #include <thread>
 
-#include "base/error.h"
-#include "rendezvous/rendezvous.h"
-#include "runtime/comm/process_group.h"
-#include "runtime/launch/spawn.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/rendezvous.h>
+#include <ringtorch/spawn.h>
 
 namespace {
 

@@ -8,8 +8,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "models/registry.h"
-#include "runtime/training/checkpoint.h"
+#include <ringtorch/checkpoint.h>
+#include <ringtorch/models.h>
+
 #include "support/test_paths.h"
 
 namespace ringtorch {

@@ -1,9 +1,8 @@
-#include "models/registry.h"
-
 #include <gtest/gtest.h>
 #include <torch/nn/module.h>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/models.h>
 
 namespace ringtorch {
 namespace {

@@ -9,7 +9,8 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/deadline_store.h"
 
 namespace ringtorch {
@@ -38,7 +39,7 @@ struct Agent {
           std::lock_guard<std::mutex> lock(mu);
           log += m + "\n";
         }) {}
-  ElasticRound join() {
+  ElasticGeneration join() {
     return rendezvous.join([] {});
   }
   ElasticRendezvous rendezvous;
@@ -51,7 +52,7 @@ TEST(ElasticRendezvous, ClosesAtTheMaximumAndRanksFollowTheNodeRankGiven) {
   Agent a(store, "a", 1, fast(1, 2)), b(store, "b", 0, fast(1, 2));
   auto ra = std::async(std::launch::async, [&] { return a.join(); });
   auto rb = std::async(std::launch::async, [&] { return b.join(); });
-  const ElasticRound round_a = ra.get(), round_b = rb.get();
+  const ElasticGeneration round_a = ra.get(), round_b = rb.get();
   EXPECT_EQ(round_a.generation, 0);
   EXPECT_EQ(round_a.node_rank, 1) << "--node_rank 1 sorts after --node_rank 0";
   EXPECT_EQ(round_b.node_rank, 0);
@@ -73,12 +74,12 @@ TEST(ElasticRendezvous, ALateNodeWaitsForAdmissionAndLearnsWhenTheJobFinished) {
     std::this_thread::sleep_for(milliseconds(5));
   }
   EXPECT_EQ(a.rendezvous.nodes_waiting(), 1) << "counted once its heartbeat moved";
-  a.rendezvous.end_round(RoundEndKind::kFinished, "");
+  a.rendezvous.end_generation(GenerationEndKind::kFinished, "");
   try {
     waiting.get();
     FAIL() << "admitted to a finished job";
   } catch (const RendezvousClosed& e) {
-    EXPECT_EQ(e.end().kind, RoundEndKind::kFinished);
+    EXPECT_EQ(e.end().kind, GenerationEndKind::kFinished);
     EXPECT_NE(std::string(e.what()).find("the job finished in generation 0 while this node waited"), std::string::npos)
         << e.what();
   }
@@ -102,10 +103,10 @@ TEST(ElasticRendezvous, ASilentMemberIsDeadAndTheSurvivorGoesOnAloneAfterTheLast
   }
   ASSERT_EQ(silent.size(), 1u);
   EXPECT_EQ(silent[0].id, "b");
-  EXPECT_EQ(a.rendezvous.end_round(RoundEndKind::kFailure, "b is silent").kind, RoundEndKind::kFailure);
+  EXPECT_EQ(a.rendezvous.end_generation(GenerationEndKind::kFailure, "b is silent").kind, GenerationEndKind::kFailure);
   // A second end does not replace the first.
-  EXPECT_EQ(b.rendezvous.end_round(RoundEndKind::kAdmission, "late").reason, "b is silent");
-  const ElasticRound next = a.join();
+  EXPECT_EQ(b.rendezvous.end_generation(GenerationEndKind::kAdmission, "late").reason, "b is silent");
+  const ElasticGeneration next = a.join();
   EXPECT_EQ(next.generation, 1);
   EXPECT_EQ(next.nodes.size(), 1u);
   EXPECT_EQ(next.restart_count, 1) << "a failure end counts as a restart";
@@ -119,7 +120,7 @@ TEST(ElasticRendezvous, TooFewNodesPastTheJoinTimeoutNamesTheMissingOne) {
   auto rb = std::async(std::launch::async, [&] { return b.join(); });
   ra.get();
   rb.get();
-  a.rendezvous.end_round(RoundEndKind::kFailure, "b died");
+  a.rendezvous.end_generation(GenerationEndKind::kFailure, "b died");
   settings.join_timeout = milliseconds(200);
   Agent survivor(store, "a2", 0, settings);
   try {
@@ -141,12 +142,12 @@ TEST(ElasticRendezvous, ARunIdReusedAfterAFinishedJobStartsAFreshJob) {
   {
     Agent a(store, "a", 0, fast(1, 1));
     a.join();
-    a.rendezvous.end_round(RoundEndKind::kFailure, "crash");
+    a.rendezvous.end_generation(GenerationEndKind::kFailure, "crash");
     EXPECT_EQ(a.join().restart_count, 1);
-    a.rendezvous.end_round(RoundEndKind::kFinished, "");
+    a.rendezvous.end_generation(GenerationEndKind::kFinished, "");
   }
   Agent again(store, "again", 0, fast(1, 1));
-  const ElasticRound round = again.join();
+  const ElasticGeneration round = again.join();
   EXPECT_EQ(round.generation, 3) << "generation 2 is passed over";
   EXPECT_EQ(round.restart_count, 0) << "the earlier job's restarts are not this job's";
 }
@@ -166,11 +167,11 @@ TEST(ElasticRendezvous, ANodeThatWaitedForAnEndedJobIsNotTakenIntoTheNextOne) {
   const std::string encoded = ghost.encode();
   store->set("g1/node/" + std::to_string(ticket), std::vector<uint8_t>(encoded.begin(), encoded.end()));
   EXPECT_EQ(a.rendezvous.nodes_waiting(), 0) << "a registration whose heartbeat never moves is not a waiting node";
-  a.rendezvous.end_round(RoundEndKind::kFinished, "");
+  a.rendezvous.end_generation(GenerationEndKind::kFinished, "");
   Agent c(store, "c", 0, fast(2, 2)), d(store, "d", 1, fast(2, 2));
   auto rc = std::async(std::launch::async, [&] { return c.join(); });
   auto rd = std::async(std::launch::async, [&] { return d.join(); });
-  const ElasticRound round = rc.get();
+  const ElasticGeneration round = rc.get();
   rd.get();
   EXPECT_EQ(round.generation, 2);
   ASSERT_EQ(round.nodes.size(), 2u);

@@ -13,7 +13,8 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/deadline_store.h"
 
 namespace ringtorch {

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

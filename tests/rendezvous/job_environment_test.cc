@@ -1,8 +1,7 @@
-#include "rendezvous/job_environment.h"
-
 #include <gtest/gtest.h>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/job_environment.h>
 
 namespace ringtorch {
 namespace {

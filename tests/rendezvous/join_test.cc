@@ -1,12 +1,12 @@
 // Join rounds and barriers, N members as threads over one in-memory HashStore.
-#include "rendezvous/join.h"
-
 #include <gtest/gtest.h>
 
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/join.h>
+
 #include "rendezvous/deadline_store.h"
 
 namespace ringtorch {

@@ -7,7 +7,8 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/deadline_store.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"

@@ -1,10 +1,10 @@
 // BatchBalancer and next_weights: the weights follow measured speed, all the way the first
 // time, half way later, bounded per call, with hysteresis; every rank agrees (ranks as threads).
-#include "runtime/training/batch_balancer.h"
-
 #include <gtest/gtest.h>
 
-#include "base/error.h"
+#include <ringtorch/batch_balancer.h>
+#include <ringtorch/error.h>
+
 #include "support/thread_ranks.h"
 
 namespace ringtorch {

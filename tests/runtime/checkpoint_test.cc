@@ -1,8 +1,6 @@
 // Checkpoints: round trip (model, optimizer, progress, RNG), keep-last, corrupt and incomplete
 // files skipped, a writer killed mid-write, and the C++ -> Python -> C++ round trip; the
 // in-memory commits of in-process elastic recovery (ElasticState).
-#include "runtime/training/checkpoint.h"
-
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -19,10 +17,12 @@
 #include <memory>
 #include <thread>
 
-#include "base/error.h"
-#include "runtime/training/elastic_state.h"
+#include <ringtorch/checkpoint.h>
+#include <ringtorch/elastic_state.h>
+#include <ringtorch/error.h>
+#include <ringtorch/state_broadcast.h>
+
 #include "runtime/training/pickle_check.h"
-#include "runtime/training/state_broadcast.h"
 #include "support/test_paths.h"
 #include "support/thread_ranks.h"
 

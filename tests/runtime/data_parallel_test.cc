@@ -1,11 +1,10 @@
 // DataParallel on CPU "devices": training through 2 and 3 replicas equals one module on the
 // whole batch; replicas follow the primary; a batch smaller than the replica count works.
-#include "runtime/training/data_parallel.h"
-
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "base/error.h"
+#include <ringtorch/data_parallel.h>
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

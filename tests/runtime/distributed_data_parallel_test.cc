@@ -1,12 +1,12 @@
 // DistributedDataParallel at world size 2 (ranks as threads, real Gloo over loopback TCP):
 // equivalence with single-process training, overlap, no_sync, unused parameters, models that
 // differ across ranks, compression hooks, buffer broadcast; and the bucket plan.
-#include "runtime/training/distributed_data_parallel.h"
-
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "base/error.h"
+#include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/error.h>
+
 #include "runtime/training/bucket_assignment.h"
 #include "support/thread_ranks.h"
 

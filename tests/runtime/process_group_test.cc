@@ -1,7 +1,5 @@
 // ProcessGroup collectives, N ranks as threads over one in-memory store, Gloo over loopback TCP.
 // Closed-form expectations: rank r contributes values derived from r and the element index.
-#include "runtime/comm/process_group.h"
-
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -13,8 +11,11 @@
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+
 #include "rendezvous/deadline_store.h"
+#include "runtime/comm/allreduce_algorithm.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -31,8 +32,8 @@ const std::vector<at::ScalarType> kDtypes = {at::kFloat, at::kDouble, at::kHalf,
                                              at::kInt,   at::kLong,   at::kByte};
 const std::vector<int64_t> kCounts = {0, 1, 7, 1000, 1 << 16};
 // Every algorithm a group can be told to use instead of auto's choice.
-const std::vector<AllreduceAlgorithm> kForcedAlgorithms = {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves,
-                                                           AllreduceAlgorithm::kRing, AllreduceAlgorithm::kBcube};
+const std::vector<AllreduceAlgorithm> kForcedAlgorithms = {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kRing,
+                                                           AllreduceAlgorithm::kBcube};
 
 // Rank r's input: element i holds 1 + (r + i) % 2 (small values, exact in every dtype, and
 // products of up to 8 of them stay exact).
@@ -155,23 +156,21 @@ TEST(ProcessGroup, MinAndMaxGiveNaNWhereAnyRankHoldsOne) {
 TEST(AllreduceAlgorithm, AutoChoosesDirectWhileLatencyDominates) {
   using A = AllreduceAlgorithm;
   EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, 4, 2), A::kDirect);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMinBytesTwoRanks - 1, 2), A::kDirect);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMinBytesTwoRanks, 2), A::kHalves);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMaxBytesTwoRanks, 2), A::kHalves);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kHalvesMaxBytesTwoRanks + 1, 2), A::kRing);
-  EXPECT_EQ(choose_allreduce_algorithm(A::kHalves, 4, 3), A::kRing);  // halves is for 2 ranks
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxBytesTwoRanks - 1, 2), A::kDirect);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxBytesTwoRanks, 2), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(A::kDirect, kDirectMaxBytesTwoRanks * 4, 2), A::kDirect);  // forced
   EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxFanoutBytes / 3, 4), A::kDirect);
   EXPECT_EQ(choose_allreduce_algorithm(A::kAuto, kDirectMaxFanoutBytes / 3 + 1, 4), A::kRing);
   EXPECT_EQ(choose_allreduce_algorithm(A::kRing, 4, 2), A::kRing);
   EXPECT_EQ(choose_allreduce_algorithm(A::kBcube, 1 << 30, 8), A::kBcube);
   EXPECT_EQ(parse_allreduce_algorithm("direct", "X"), A::kDirect);
-  EXPECT_EQ(parse_allreduce_algorithm(allreduce_algorithm_name(A::kHalves), "X"), A::kHalves);
+  EXPECT_EQ(parse_allreduce_algorithm(allreduce_algorithm_name(A::kBcube), "X"), A::kBcube);
   EXPECT_EQ(parse_allreduce_algorithm("", "X"), A::kAuto);
   try {
     parse_allreduce_algorithm("tree", "RINGTORCH_ALLREDUCE_ALGORITHM");
     FAIL() << "accepted an unknown algorithm";
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("RINGTORCH_ALLREDUCE_ALGORITHM=tree: use auto, direct, halves, ring or bcube"),
+    EXPECT_NE(std::string(e.what()).find("RINGTORCH_ALLREDUCE_ALGORITHM=tree: use auto, direct, ring or bcube"),
               std::string::npos)
         << e.what();
   }
@@ -196,13 +195,11 @@ TEST(ProcessGroup, AllreduceOfAMillionElementsInEveryDtype) {
 }
 
 // Between 2 ranks, direct all-reduce sends buffers of 2 MiB and more in 1 MiB pieces, reducing
-// each as it arrives (Note [Pipelined direct all-reduce]): a last piece shorter than the others,
-// and element sizes 1, 4 and 8 (pieces end on whole elements).
-// Between 2 ranks, direct and halves (forced, so that no run takes shared memory) in 1 MiB
-// pieces and a bit: an odd count, so that the halves differ by one element and end inside a
-// piece; every element size; and nothing at all.
+// each as it arrives (Note [Pipelined direct all-reduce]; forced, so that no run takes shared
+// memory): a last piece shorter than the others, every element size (pieces end on whole
+// elements), and nothing at all.
 TEST(ProcessGroup, TwoRankAllreduceInPiecesEqualsTheWholeReduction) {
-  for (auto algorithm : {AllreduceAlgorithm::kDirect, AllreduceAlgorithm::kHalves}) {
+  for (auto algorithm : {AllreduceAlgorithm::kDirect}) {
     ProcessGroupOptions options;
     options.allreduce_algorithm = algorithm;
     on_ranks(

@@ -10,9 +10,10 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+
 #include "rendezvous/deadline_store.h"
-#include "runtime/comm/process_group.h"
 #include "runtime/comm/shm/host_plan.h"
 #include "support/thread_ranks.h"
 
@@ -32,7 +33,7 @@ void on_ranks(int n, bool shared_memory, const std::vector<std::string>& hosts,
 // Every collective the segment carries, on inputs that differ per rank; returns what rank r saw.
 std::vector<std::vector<at::Tensor>> run_collectives(int n, bool shared_memory, const std::vector<std::string>& hosts) {
   std::vector<std::vector<at::Tensor>> seen(n);
-  // 5M floats: more than one 4 MiB slot, and not a multiple of the rank count.
+  // 5M floats: more than one 4 MiB area, and not a multiple of the rank count.
   const int64_t big = 5'000'003;
   on_ranks(n, shared_memory, hosts, [&](ProcessGroup& g) {
     const int r = g.rank();
@@ -89,23 +90,44 @@ TEST(SharedMemory, HierarchicalOverTwoHostsMatchesTcp) {
   expect_paths_agree(4, {"host-a", "host-b", "host-a", "host-b"});
 }
 
-TEST(SharedMemory, EachGroupSaysWhichPathItTakesAndWhy) {
-  std::vector<std::string> paths(4);
-  on_ranks(2, true, {}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
-  EXPECT_NE(paths[0].find("shared memory: all 2 ranks on host "), std::string::npos) << paths[0];
-  on_ranks(2, false, {}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
-  EXPECT_NE(paths[0].find("Gloo over TCP: shared memory is off"), std::string::npos) << paths[0];
-  on_ranks(2, true, {"a", "b"}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
-  EXPECT_NE(paths[0].find("Gloo over TCP: no two ranks share a host (2 hosts)"), std::string::npos) << paths[0];
-  on_ranks(3, true, {"a", "a", "b"}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
-  EXPECT_NE(paths[0].find("different numbers of ranks"), std::string::npos) << paths[0];
-  on_ranks(4, true, {"a", "a", "b", "b"}, [&](ProcessGroup& g) { paths[g.rank()] = g.path(); });
-  EXPECT_NE(paths[0].find("hierarchical: 2 hosts x 2 ranks"), std::string::npos) << paths[0];
+TEST(SharedMemory, EachGroupSaysWhichRouteItTakesAndWhy) {
+  using Route = GroupDescription::Route;
+  std::vector<GroupDescription> seen(4);
+  auto describe = [&](int n, bool shm, std::vector<std::string> hosts) {
+    on_ranks(n, shm, std::move(hosts), [&](ProcessGroup& g) { seen[g.rank()] = g.description(); });
+    return seen[0];
+  };
+  GroupDescription d = describe(2, true, {});
+  EXPECT_EQ(d.route("allreduce"), Route::kSharedMemory);
+  EXPECT_EQ(d.route("broadcast"), Route::kSharedMemory);
+  EXPECT_EQ(d.route("gather"), Route::kGloo);  // the same-host path carries five collectives only
+  EXPECT_EQ(d.route("send"), Route::kGloo);
+  EXPECT_EQ(d.hosts, 1);
+  EXPECT_NE(d.reason.find("all 2 ranks on host "), std::string::npos) << d.reason;
+  EXPECT_NE(d.describe().find("shared memory: all 2 ranks on host "), std::string::npos) << d.describe();
+  d = describe(2, false, {});
+  EXPECT_EQ(d.route("allreduce"), Route::kGloo);
+  EXPECT_EQ(d.reason, "shared memory is off (RINGTORCH_SHM=0)");
+  EXPECT_NE(d.describe().find("Gloo over TCP: shared memory is off"), std::string::npos) << d.describe();
+  d = describe(2, true, {"a", "b"});
+  EXPECT_EQ(d.route("allreduce"), Route::kGloo);
+  EXPECT_EQ(d.hosts, 2);
+  EXPECT_EQ(d.reason, "no two ranks share a host (2 hosts)");
+  d = describe(3, true, {"a", "a", "b"});
+  EXPECT_EQ(d.route("barrier"), Route::kGloo);
+  EXPECT_NE(d.reason.find("different numbers of ranks"), std::string::npos) << d.reason;
+  d = describe(4, true, {"a", "a", "b", "b"});
+  EXPECT_EQ(d.route("allreduce"), Route::kHierarchical);
+  EXPECT_EQ(d.route("reduce"), Route::kGloo);
+  EXPECT_EQ(d.reason, "2 hosts x 2 ranks");
+  EXPECT_NE(d.describe().find("hierarchical: 2 hosts x 2 ranks"), std::string::npos) << d.describe();
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(seen[r].routes, d.routes) << "rank " << r;
+  EXPECT_THROW(d.route("allreduce_coalesced"), InvalidArgumentError);
 }
 
 // The ranks that arrive first at an all-reduce wait long enough to fall asleep on the futex;
 // every rank still gets ((x0 + x1) + x2) bit for bit. Each round another rank comes late to
-// every call; the large call spans five 4 MiB chunks.
+// every call; the large call spans five 4 MiB pieces.
 TEST(SharedMemory, ARankThatArrivesWhileTheOthersSleepGetsTheSameBits) {
   const int n = 3;
   const std::vector<int64_t> sizes = {1, 1000, 5'000'003};
@@ -223,7 +245,7 @@ TEST(SharedMemory, NoSegmentIsLeftInDevShmAndLeftoversDoNotDisturb) {
     at::Tensor t = at::full({3}, g.rank() + 1.0f);
     g.allreduce(t);
     sums[g.rank()] = t[0].item<float>();
-    EXPECT_NE(g.path().find("shared memory: all 2 ranks"), std::string::npos) << g.path();
+    EXPECT_EQ(g.description().route("allreduce"), GroupDescription::Route::kSharedMemory) << g.description().describe();
   });
   EXPECT_EQ(sums, (std::vector<float>{3, 3}));
   std::filesystem::remove(leftover);

@@ -1,6 +1,7 @@
 // The synchronous lane (runtime/comm/sync_lane.h): call fingerprints and small collectives over
-// Gloo's synchronous pairs, ranks as threads over one in-memory store, Gloo over loopback TCP.
-// Every group here turns shared memory off, so the lane is in use unless a test declines it.
+// TCP connections the waiting thread reads itself, ranks as threads over one in-memory store,
+// over loopback. Every group here turns shared memory off, so the lane is in use unless a test
+// declines it.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -9,10 +10,11 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+
 #include "rendezvous/deadline_store.h"
 #include "runtime/comm/call_fingerprint.h"
-#include "runtime/comm/process_group.h"
 #include "support/scoped_environment.h"
 #include "support/thread_ranks.h"
 
@@ -20,8 +22,6 @@ namespace ringtorch {
 namespace {
 
 using std::chrono::milliseconds;
-
-constexpr const char* kLaneInPath = "Gloo's synchronous pairs";
 
 ProcessGroupOptions over_tcp() {
   ProcessGroupOptions options;
@@ -34,14 +34,14 @@ c10::intrusive_ptr<c10d::Store> memory_store() {
 }
 
 // Element counts on both sides of what travels inside the fingerprint on the lane.
-const int64_t kInlineFloats = static_cast<int64_t>(FingerprintExchange::kInlineBytes / sizeof(float));
+const int64_t kInlineFloats = static_cast<int64_t>(kFingerprintInlineBytes / sizeof(float));
 
-TEST(SyncPairs, CarrySmallAndLargeCollectivesAtWorldSizes2And3) {
+TEST(SyncLane, CarrySmallAndLargeCollectivesAtWorldSizes2And3) {
   for (int world : {2, 3}) {
     testing::on_thread_ranks(
         world,
         [&](ProcessGroup& group) {
-          EXPECT_NE(group.path().find(kLaneInPath), std::string::npos) << group.path();
+          EXPECT_TRUE(group.description().sync_lane) << group.description().describe();
           const int rank = group.rank();
           for (int64_t count : {int64_t{1}, kInlineFloats, kInlineFloats + 1, int64_t{100000}}) {
             at::Tensor sum = at::full({count}, rank + 1.0f);
@@ -63,10 +63,10 @@ TEST(SyncPairs, CarrySmallAndLargeCollectivesAtWorldSizes2And3) {
   }
 }
 
-// A call of one chunk against one of several chunks (both inside their fingerprints), and
+// A call of one piece against one of several pieces (both inside their fingerprints), and
 // against one too large to travel inside: both go over the lane first, so both ranks see the
-// mismatch (instead of waiting for chunks that never come, or on different sockets).
-TEST(SyncPairs, ASmallCallAgainstALargerOneIsAMismatchOnBothRanks) {
+// mismatch (instead of waiting for pieces that never come, or on different sockets).
+TEST(SyncLane, ASmallCallAgainstALargerOneIsAMismatchOnBothRanks) {
   for (const int64_t larger : {kInlineFloats, kInlineFloats * 2}) {
     testing::on_thread_ranks(
         2,
@@ -88,17 +88,17 @@ TEST(SyncPairs, ASmallCallAgainstALargerOneIsAMismatchOnBothRanks) {
   }
 }
 
-TEST(SyncPairs, ARankThatDeclinesTurnsThemOffForTheWholeGroup) {
+TEST(SyncLane, ARankThatDeclinesTurnsThemOffForTheWholeGroup) {
   auto store = memory_store();
-  std::string paths[2];
+  bool lanes[2] = {true, true};
   float sums[2] = {0, 0};
   std::vector<std::thread> ranks;
   for (int r = 0; r < 2; ++r) {
     ranks.emplace_back([&, r] {
       ProcessGroupOptions options = over_tcp();
-      if (r == 1) options.sync_pairs = false;
+      if (r == 1) options.sync_lane = false;
       auto group = ProcessGroup::create(store, r, 2, "127.0.0.1", options);
-      paths[r] = group->path();
+      lanes[r] = group->description().sync_lane;
       at::Tensor t = at::full({5}, 1.0f + r);
       group->allreduce(t);
       sums[r] = t[4].item<float>();
@@ -107,14 +107,13 @@ TEST(SyncPairs, ARankThatDeclinesTurnsThemOffForTheWholeGroup) {
   }
   for (auto& t : ranks) t.join();
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(paths[r].find(kLaneInPath), std::string::npos) << "rank " << r << ": " << paths[r];
+    EXPECT_FALSE(lanes[r]) << "rank " << r;
     EXPECT_EQ(sums[r], 3.0f) << "rank " << r;
   }
 }
 
-// Gloo's blocking reads give up only at the group's timeout; the lane must end a wait at the
-// call's own.
-TEST(SyncPairs, ACallsOwnTimeoutEndsAWaitOnTheLaneAndNamesThePeer) {
+// The lane ends a wait at the call's own timeout, not the group's.
+TEST(SyncLane, ACallsOwnTimeoutEndsAWaitOnTheLaneAndNamesThePeer) {
   auto store = memory_store();
   std::atomic<bool> done{false};
   std::thread idle([&] {
@@ -122,7 +121,7 @@ TEST(SyncPairs, ACallsOwnTimeoutEndsAWaitOnTheLaneAndNamesThePeer) {
     while (!done) std::this_thread::sleep_for(milliseconds(10));
   });
   auto group = ProcessGroup::create(store, 0, 2, "127.0.0.1", over_tcp());  // group timeout: 300 s
-  EXPECT_NE(group->path().find(kLaneInPath), std::string::npos) << group->path();
+  EXPECT_TRUE(group->description().sync_lane) << group->description().describe();
   const auto start = std::chrono::steady_clock::now();
   try {
     group->allreduce(at::ones({4}), ReduceOp::kSum, milliseconds(300));
@@ -136,14 +135,51 @@ TEST(SyncPairs, ACallsOwnTimeoutEndsAWaitOnTheLaneAndNamesThePeer) {
   idle.join();
 }
 
-TEST(SyncPairs, AMalformedSettingIsRefusedAtCreation) {
-  testing::ScopedEnvironment yes("RINGTORCH_SYNC_PAIRS", "yes");
+TEST(SyncLane, AMalformedSettingIsRefusedAtCreation) {
+  testing::ScopedEnvironment yes("RINGTORCH_SYNC_LANE", "yes");
   try {
     ProcessGroup::create(memory_store(), 0, 1, "127.0.0.1", over_tcp());
-    ADD_FAILURE() << "RINGTORCH_SYNC_PAIRS=yes was accepted";
+    ADD_FAILURE() << "RINGTORCH_SYNC_LANE=yes was accepted";
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("RINGTORCH_SYNC_PAIRS"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("RINGTORCH_SYNC_LANE"), std::string::npos) << e.what();
   }
+}
+
+// A peer whose process goes away mid-exchange (its lane's sockets close) is a PeerLostError that
+// names it, well before the group's timeout.
+TEST(SyncLane, APeerThatClosesItsLaneIsLostAndNamed) {
+  auto store = memory_store();
+  std::thread leaver([&] {
+    auto group = ProcessGroup::create(store, 1, 2, "127.0.0.1", over_tcp());
+    group->shutdown();  // closes every socket, the lane's included
+  });
+  auto group = ProcessGroup::create(store, 0, 2, "127.0.0.1", over_tcp());
+  leaver.join();
+  ASSERT_TRUE(group->description().sync_lane);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    group->allreduce(at::ones({4}));
+    ADD_FAILURE() << "no failure";
+  } catch (const Error& e) {
+    EXPECT_TRUE(e.kind() == ErrorKind::kPeerLost || e.kind() == ErrorKind::kTimeout) << e.what();
+    EXPECT_EQ(e.site().peer, 1) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "the 300 s group timeout was used";
+}
+
+// Messages larger than what the kernel's socket buffers hold at once, from both ranks at the
+// same time: the lane writes what the sockets take and reads what arrives, so neither blocks.
+TEST(SyncLane, FullMessagesBothWaysPassWhateverTheSocketBuffers) {
+  testing::on_thread_ranks(
+      2,
+      [&](ProcessGroup& group) {
+        for (int round = 0; round < 20; ++round) {
+          at::Tensor t = at::full({kInlineFloats}, group.rank() + round + 1.0f);
+          group.allreduce(t);
+          ASSERT_TRUE(t.eq(2.0f * round + 3.0f).all().item<bool>()) << "round " << round;
+        }
+      },
+      milliseconds(30000), over_tcp());
 }
 
 }  // namespace

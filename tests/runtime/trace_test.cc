@@ -11,12 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "base/error.h"
-#include "runtime/comm/process_group.h"
+#include <ringtorch/error.h>
+#include <ringtorch/process_group.h>
+#include <ringtorch/timeline.h>
+
 #include "runtime/launch/subprocess.h"
 #include "runtime/trace/flight_analysis.h"
 #include "runtime/trace/flight_recorder.h"
-#include "runtime/trace/timeline.h"
 #include "support/error_of.h"
 #include "support/scoped_environment.h"
 #include "support/test_paths.h"

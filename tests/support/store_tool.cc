@@ -7,7 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
 

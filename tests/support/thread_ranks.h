@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/comm/process_group.h"
+#include <ringtorch/process_group.h>
 
 namespace ringtorch::testing {
 

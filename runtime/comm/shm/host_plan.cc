@@ -3,23 +3,36 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <map>
 #include <random>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
+
 #include "rendezvous/store_value.h"
-#include "runtime/comm/peer_kernels.h"
 
 namespace ringtorch {
+
+namespace {
+
+// The running kernel's boot id: the same in every network namespace and container of one
+// machine, so two containers with one hostname on different machines still differ.
+std::string boot_id() {
+  std::string id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> id;
+  return id;
+}
+
+}  // namespace
 
 std::string host_identity() {
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  return std::string(host) + "|" + kernel_identity();
+  return std::string(host) + "|" + boot_id();
 }
 
 HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& segment_tag, bool enabled,
-                    const std::string& my_identity, size_t slot_bytes) {
+                    const std::string& my_identity, size_t area_bytes) {
   HostPlan plan;
   store.set(str_cat("shm/host/", rank), store_value(my_identity));
   std::vector<std::string> identity(size);
@@ -47,15 +60,15 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
   for (const auto& [host, ranks] : ranks_by_host) equal_counts = equal_counts && ranks.size() == local.size();
 
   if (!enabled) {
-    plan.why = "Gloo over TCP: shared memory is off (RINGTORCH_SHM=0)";
+    plan.why = "shared memory is off (RINGTORCH_SHM=0)";
     return plan;
   }
   if (local.size() < 2) {
-    plan.why = str_cat("Gloo over TCP: no two ranks share a host (", plan.hosts, " hosts)");
+    plan.why = str_cat("no two ranks share a host (", plan.hosts, " hosts)");
     return plan;
   }
   if (!equal_counts) {
-    plan.why = str_cat("Gloo over TCP: the ", plan.hosts, " hosts run different numbers of ranks, which the ",
+    plan.why = str_cat("the ", plan.hosts, " hosts run different numbers of ranks, which the ",
                        "hierarchical collectives cannot pair");
     return plan;
   }
@@ -63,7 +76,7 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
   // The local group's first rank creates the segment; the others map it and check the nonce.
   const int leader = local.front();
   std::string name;  // "<tag>-<leader>-<random>": concurrent groups with the same tag never collide
-  const size_t bytes = LocalCollectives::segment_bytes(static_cast<int>(local.size()), slot_bytes);
+  const size_t bytes = LocalCollectives::segment_bytes(static_cast<int>(local.size()), area_bytes);
   std::string status = "ok";
   std::unique_ptr<LocalCollectives> collectives;
   try {
@@ -72,14 +85,14 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
       const uint64_t nonce = (uint64_t{random()} << 32) ^ random() ^ static_cast<uint64_t>(::getpid());
       name = shared_segment_name(str_cat(segment_tag, "-", leader, "-", nonce % 1000000007));
       SharedSegment segment = SharedSegment::create(name, bytes);
-      LocalCollectives::initialise(segment.data(), static_cast<int>(local.size()), slot_bytes, nonce);
+      LocalCollectives::initialise(segment.data(), static_cast<int>(local.size()), area_bytes, nonce);
       store.set(str_cat("shm/segment/", leader), store_value(str_cat(nonce, " ", name)));
-      collectives = std::make_unique<LocalCollectives>(std::move(segment), local_rank, local, slot_bytes, nonce);
+      collectives = std::make_unique<LocalCollectives>(std::move(segment), local_rank, local, area_bytes, nonce);
     } else {
       const std::string published = store_text(store.get(str_cat("shm/segment/", leader)));
       if (published.rfind("failed", 0) == 0) throw IoError(published);
       name = published.substr(published.find(' ') + 1);
-      collectives = std::make_unique<LocalCollectives>(SharedSegment::open(name, bytes), local_rank, local, slot_bytes,
+      collectives = std::make_unique<LocalCollectives>(SharedSegment::open(name, bytes), local_rank, local, area_bytes,
                                                        std::stoull(published.substr(0, published.find(' '))));
     }
   } catch (const std::exception& e) {
@@ -102,13 +115,12 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
   }
   if (rank == leader && !name.empty()) ::shm_unlink(name.c_str());
   if (!failure.empty()) {
-    plan.why = "Gloo over TCP: shared memory " + failure;
+    plan.why = "shared memory " + failure;
     return plan;
   }
   plan.local = std::move(collectives);
   if (plan.hosts == 1) {
-    plan.why = str_cat("shared memory: all ", size, " ranks on host ", hostname, " (Gloo not used by allreduce, ",
-                       "broadcast, allgather, reduce_scatter, barrier)");
+    plan.why = str_cat("all ", size, " ranks on host ", hostname);
   } else {
     for (size_t i = 0; i < local.size(); ++i) {
       std::vector<int> ranks;
@@ -116,9 +128,7 @@ HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& s
       for (const auto& host : host_order) ranks.push_back(ranks_by_host[host][i]);
       plan.cross_host_groups.push_back(ranks);
     }
-    plan.why = str_cat("hierarchical: ", plan.hosts, " hosts x ", local.size(), " ranks; allreduce, broadcast, ",
-                       "allgather, reduce_scatter and barrier through shared memory within each host and Gloo over ",
-                       "TCP between hosts");
+    plan.why = str_cat(plan.hosts, " hosts x ", local.size(), " ranks");
   }
   return plan;
 }

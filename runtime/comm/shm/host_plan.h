@@ -7,7 +7,7 @@
 // namespaces fail here). Shared memory is used only when every rank succeeded (so every rank
 // decides the same), when enabled (RINGTORCH_SHM, default on), and, across several hosts, when
 // every host has the same number of ranks (the hierarchical collectives pair them by local
-// index). Otherwise the group falls back to Gloo over TCP, and `why` says why.
+// index). Otherwise the group falls back to Gloo, and `why` says why.
 #pragma once
 
 #include <chrono>
@@ -29,7 +29,7 @@ struct HostPlan {
   // For every group rank: its host's index (in order of each host's first rank) and its
   // index among its host's ranks.
   std::vector<int> host_of_rank, local_index_of_rank;
-  std::string why;  // for the one line rank 0 prints
+  std::string why;  // the reason for the route, in words (GroupDescription::reason)
 };
 
 // "<hostname>|<boot id>"
@@ -39,6 +39,6 @@ std::string host_identity();
 // (run id, restart, round, group), `enabled` false skips straight to TCP, `identity` is this
 // rank's host (host_identity() unless overridden).
 HostPlan plan_hosts(c10d::Store& store, int rank, int size, const std::string& segment_tag, bool enabled,
-                    const std::string& identity, size_t slot_bytes = LocalCollectives::kDefaultSlotBytes);
+                    const std::string& identity, size_t area_bytes = kSharedMemoryAreaBytes);
 
 }  // namespace ringtorch

@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {
@@ -24,37 +24,37 @@ constexpr uint64_t kMagic = 0x72696e67746f7263ULL;  // "ringtorc"
 // Spinning costs a core but answers in well under a microsecond; after this many rounds the
 // waiter sleeps on the futex instead.
 constexpr int kSpinRounds = 4000;
-constexpr std::chrono::milliseconds kSleepSlice(10);
+constexpr std::chrono::milliseconds kSleepStep(10);
 constexpr std::chrono::milliseconds kLivenessInterval(100);
 
 struct alignas(64) RankState {
   std::atomic<uint32_t> arrived;  // barriers this rank has arrived at
-  std::atomic<uint32_t> asleep;   // 1 while inside a futex wait: its all-reduce slices are up for grabs
+  std::atomic<uint32_t> asleep;   // 1 while inside a futex wait: its all-reduce blocks are up for grabs
   int32_t pid;
   // The calls this rank made on the segment, by the parity of their number ([0]: the number,
   // then the signature's words), each written before arriving at the call's first barrier. Two
   // copies, because a one-barrier call (barrier()) lets this rank publish its next call while a
   // peer still compares this one: that peer reads the other copy.
   int64_t calls[2][1 + CallSignature::kWords];
-  // Slice r of each all-reduce chunk without a cross-host step: the last chunk whose slice r
-  // some rank claimed, as chunk number * kRanksPerClaim + the claiming local rank (one word,
-  // so that the claimer is known with the claim), and the last chunk whose slice r is reduced.
-  std::atomic<uint64_t> slice_claimed;
-  std::atomic<uint64_t> slice_done;
+  // Block r of each all-reduce piece without a cross-host step: the last piece whose block r
+  // some rank claimed, as piece number * kRanksPerClaim + the claiming local rank (one word,
+  // so that the claimer is known with the claim), and the last piece whose block r is reduced.
+  std::atomic<uint64_t> block_claimed;
+  std::atomic<uint64_t> block_done;
 };
 constexpr uint64_t kRanksPerClaim = 1 << 16;  // more local ranks than any host has
 
 struct alignas(64) Header {
   std::atomic<uint64_t> magic;  // written last (release): a reader that sees it sees the rest
   uint64_t nonce;
-  uint64_t slot_bytes;
+  uint64_t area_bytes;
   uint32_t local_size;
   alignas(64) std::atomic<uint32_t> bell;  // bumped by every arrival: what sleepers wait on
   std::atomic<uint32_t> sleepers;          // ranks inside a futex wait (wake only when > 0)
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words must be plain 32-bit atomics");
-static_assert(std::atomic<uint64_t>::is_always_lock_free, "the slice words are shared between processes");
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "the block words are shared between processes");
 
 size_t data_offset(int local_size) {
   const size_t end = sizeof(Header) + sizeof(RankState) * static_cast<size_t>(local_size);
@@ -98,13 +98,13 @@ bool reached(uint32_t arrived, uint32_t target) { return static_cast<int32_t>(ar
 
 }  // namespace
 
-size_t LocalCollectives::segment_bytes(int local_size, size_t slot_bytes) {
-  return data_offset(local_size) + slot_bytes * (static_cast<size_t>(local_size) + 2);
+size_t LocalCollectives::segment_bytes(int local_size, size_t area_bytes) {
+  return data_offset(local_size) + area_bytes * (static_cast<size_t>(local_size) + 2);
 }
 
-void LocalCollectives::initialise(void* segment, int local_size, size_t slot_bytes, uint64_t nonce) {
+void LocalCollectives::initialise(void* segment, int local_size, size_t area_bytes, uint64_t nonce) {
   Header* h = new (segment) Header();
-  h->slot_bytes = slot_bytes;
+  h->area_bytes = area_bytes;
   h->local_size = static_cast<uint32_t>(local_size);
   h->bell.store(0);
   h->sleepers.store(0);
@@ -113,33 +113,33 @@ void LocalCollectives::initialise(void* segment, int local_size, size_t slot_byt
     s->arrived.store(0);
     s->asleep.store(0);
     s->pid = 0;
-    s->slice_claimed.store(0);
-    s->slice_done.store(0);
+    s->block_claimed.store(0);
+    s->block_done.store(0);
   }
   h->nonce = nonce;
   h->magic.store(kMagic, std::memory_order_release);
 }
 
 LocalCollectives::LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks,
-                                   size_t slot_bytes, uint64_t nonce)
+                                   size_t area_bytes, uint64_t nonce)
     : segment_(std::move(segment)),
       local_rank_(local_rank),
       global_ranks_(std::move(global_ranks)),
-      slot_bytes_(slot_bytes) {
+      area_bytes_(area_bytes) {
   Header* h = header(segment_.data());
   if (h->magic.load(std::memory_order_acquire) != kMagic || h->nonce != nonce ||
-      h->local_size != global_ranks_.size() || h->slot_bytes != slot_bytes) {
+      h->local_size != global_ranks_.size() || h->area_bytes != area_bytes) {
     throw IoError(str_cat("shared memory ", segment_.name(), " is not the one this group's first local rank created"));
   }
   rank_state(segment_.data(), local_rank_)->pid = static_cast<int32_t>(::getpid());
 }
 
-uint8_t* LocalCollectives::slot(int r) const {
-  return static_cast<uint8_t*>(segment_.data()) + data_offset(local_size()) + slot_bytes_ * static_cast<size_t>(r);
+uint8_t* LocalCollectives::area(int r) const {
+  return static_cast<uint8_t*>(segment_.data()) + data_offset(local_size()) + area_bytes_ * static_cast<size_t>(r);
 }
 
 uint8_t* LocalCollectives::result_area(uint64_t parity) const {
-  return slot(local_size() + static_cast<int>(parity & 1));
+  return area(local_size() + static_cast<int>(parity & 1));
 }
 
 void LocalCollectives::meet(Deadline deadline, const CallSignature* call) {
@@ -153,7 +153,7 @@ void LocalCollectives::meet(Deadline deadline, const CallSignature* call) {
     std::copy(words.begin(), words.end(), published + 1);
   }
   const uint32_t target = ++barriers_;
-  me->arrived.store(target);  // seq_cst: the slot's data and `call` are visible to whoever sees it
+  me->arrived.store(target);  // seq_cst: the area's data and `call` are visible to whoever sees it
   ring_bell();
 
   const int n = local_size();
@@ -192,8 +192,8 @@ void LocalCollectives::wait_until(const Done& done, Deadline deadline, const Wai
       h->sleepers.fetch_sub(1);
       fail_waiting(waited_for, what, /*timed_out=*/true, timeout_);
     }
-    const auto slice = std::min<std::chrono::nanoseconds>(kSleepSlice, deadline - now);
-    timespec ts{static_cast<time_t>(slice.count() / 1000000000), static_cast<long>(slice.count() % 1000000000)};
+    const auto block = std::min<std::chrono::nanoseconds>(kSleepStep, deadline - now);
+    timespec ts{static_cast<time_t>(block.count() / 1000000000), static_cast<long>(block.count() % 1000000000)};
     futex(&h->bell, FUTEX_WAIT, bell, &ts);
     asleep.store(0);
     h->sleepers.fetch_sub(1);
@@ -271,83 +271,83 @@ void LocalCollectives::allreduce(void* data, size_t count, size_t element_size, 
   timeout_ = timeout;
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
   const int n = local_size();
-  const size_t chunk_elements = slot_bytes_ / element_size;
+  const size_t piece_elements = area_bytes_ / element_size;
   auto* bytes = static_cast<uint8_t*>(data);
   bool first = true;
-  for (size_t done = 0; done < count || first; done += chunk_elements) {
-    const size_t elements = std::min(chunk_elements, count - done);
+  for (size_t done = 0; done < count || first; done += piece_elements) {
+    const size_t elements = std::min(piece_elements, count - done);
     const size_t length = elements * element_size;
     uint8_t* mine = bytes + done * element_size;
-    copy_bytes(slot(local_rank_), mine, length);
+    copy_bytes(area(local_rank_), mine, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
-    uint8_t* result = result_area(chunks_);
-    const uint64_t chunk = ++chunks_;  // the same number on every rank
-    // Slice s of the chunk: elements [begin, end).
-    auto slice_bounds = [&](int s) { return std::make_pair(elements * s / n, elements * (s + 1) / n); };
-    // Slice s, reduced over the slots in local-rank order (whoever reduces it).
-    auto reduce_slice = [&](int s) {
-      const auto [begin, end] = slice_bounds(s);
+    uint8_t* result = result_area(pieces_);
+    const uint64_t piece = ++pieces_;  // the same number on every rank
+    // Block s of the piece: elements [begin, end).
+    auto block_bounds = [&](int s) { return std::make_pair(elements * s / n, elements * (s + 1) / n); };
+    // Block s, reduced over the areas in local-rank order (whoever reduces it).
+    auto reduce_block = [&](int s) {
+      const auto [begin, end] = block_bounds(s);
       const size_t offset = begin * element_size;
       if (end == begin) return;
       if (n == 1) {
-        copy_bytes(result + offset, slot(0) + offset, (end - begin) * element_size);
+        copy_bytes(result + offset, area(0) + offset, (end - begin) * element_size);
       } else {
-        reduce(result + offset, slot(0) + offset, slot(1) + offset, end - begin);
-        for (int r = 2; r < n; ++r) reduce(result + offset, result + offset, slot(r) + offset, end - begin);
+        reduce(result + offset, area(0) + offset, area(1) + offset, end - begin);
+        for (int r = 2; r < n; ++r) reduce(result + offset, result + offset, area(r) + offset, end - begin);
       }
     };
     if (cross_host) {
-      // Slice r crosses hosts in local rank r's own subgroup: only rank r can take it.
-      reduce_slice(local_rank_);
-      const auto [begin, end] = slice_bounds(local_rank_);
+      // Block r crosses hosts in local rank r's own subgroup: only rank r can take it.
+      reduce_block(local_rank_);
+      const auto [begin, end] = block_bounds(local_rank_);
       cross_host(result + begin * element_size, end - begin);
       meet(deadline);
     } else {
-      reduce_claimed_slices(chunk, reduce_slice, deadline);
+      reduce_claimed_blocks(piece, reduce_block, deadline);
     }
     copy_bytes(mine, result, length);
     if (count == 0) break;
   }
 }
 
-bool LocalCollectives::claim_slice(int s, uint64_t chunk) {
-  std::atomic<uint64_t>& claimed = rank_state(segment_.data(), s)->slice_claimed;
+bool LocalCollectives::claim_block(int s, uint64_t piece) {
+  std::atomic<uint64_t>& claimed = rank_state(segment_.data(), s)->block_claimed;
   uint64_t seen = claimed.load();
-  while (seen / kRanksPerClaim < chunk) {
-    if (claimed.compare_exchange_weak(seen, chunk * kRanksPerClaim + static_cast<uint64_t>(local_rank_))) return true;
+  while (seen / kRanksPerClaim < piece) {
+    if (claimed.compare_exchange_weak(seen, piece * kRanksPerClaim + static_cast<uint64_t>(local_rank_))) return true;
   }
   return false;
 }
 
-template <typename ReduceSlice>
-void LocalCollectives::reduce_claimed_slices(uint64_t chunk, const ReduceSlice& reduce_slice, Deadline deadline) {
+template <typename ReduceBlock>
+void LocalCollectives::reduce_claimed_blocks(uint64_t piece, const ReduceBlock& reduce_block, Deadline deadline) {
   const int n = local_size();
   void* base = segment_.data();
   for (int i = 0; i < n; ++i) {
     const int s = (local_rank_ + i) % n;  // its own first, then those of ranks asleep
     if (s != local_rank_ && rank_state(base, s)->asleep.load() == 0) continue;
-    if (!claim_slice(s, chunk)) continue;
-    reduce_slice(s);
-    rank_state(base, s)->slice_done.store(chunk);  // seq_cst: the result is visible to whoever sees it
+    if (!claim_block(s, piece)) continue;
+    reduce_block(s);
+    rank_state(base, s)->block_done.store(piece);  // seq_cst: the result is visible to whoever sees it
     ring_bell();
   }
-  auto slice_pending = [&](int s) { return rank_state(base, s)->slice_done.load() < chunk; };
+  auto block_pending = [&](int s) { return rank_state(base, s)->block_done.load() < piece; };
   wait_until(
       [&] {
         for (int s = 0; s < n; ++s) {
-          if (slice_pending(s)) return false;
+          if (block_pending(s)) return false;
         }
         return true;
       },
       deadline,
       [&](int r) {
         for (int s = 0; s < n; ++s) {
-          if (!slice_pending(s)) continue;
-          // Claimed for this chunk: the claimer owes it. Not yet: its owner, who always
-          // claims its own slice (a rank that died or timed out before that never will).
-          const uint64_t claimed = rank_state(base, s)->slice_claimed.load();
-          const uint64_t owes = claimed / kRanksPerClaim >= chunk ? claimed % kRanksPerClaim : static_cast<uint64_t>(s);
+          if (!block_pending(s)) continue;
+          // Claimed for this piece: the claimer owes it. Not yet: its owner, who always
+          // claims its own block (a rank that died or timed out before that never will).
+          const uint64_t claimed = rank_state(base, s)->block_claimed.load();
+          const uint64_t owes = claimed / kRanksPerClaim >= piece ? claimed % kRanksPerClaim : static_cast<uint64_t>(s);
           if (owes == static_cast<uint64_t>(r)) return true;
         }
         return false;
@@ -361,13 +361,13 @@ void LocalCollectives::broadcast(void* data, size_t bytes, int root, const CallS
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
   auto* p = static_cast<uint8_t*>(data);
   bool first = true;
-  for (size_t done = 0; done < bytes || first; done += slot_bytes_) {
-    const size_t length = std::min(slot_bytes_, bytes - done);
-    if (local_rank_ == root) copy_bytes(slot(root), p + done, length);
+  for (size_t done = 0; done < bytes || first; done += area_bytes_) {
+    const size_t length = std::min(area_bytes_, bytes - done);
+    if (local_rank_ == root) copy_bytes(area(root), p + done, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
-    if (local_rank_ != root) copy_bytes(p + done, slot(root), length);
-    meet(deadline);  // the root may refill its slot only after everyone has copied
+    if (local_rank_ != root) copy_bytes(p + done, area(root), length);
+    meet(deadline);  // the root may refill its area only after everyone has copied
     if (bytes == 0) break;
   }
 }
@@ -379,12 +379,12 @@ void LocalCollectives::allgather(const void* input, void* output, size_t bytes, 
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   bool first = true;
-  for (size_t done = 0; done < bytes || first; done += slot_bytes_) {
-    const size_t length = std::min(slot_bytes_, bytes - done);
-    copy_bytes(slot(local_rank_), in + done, length);
+  for (size_t done = 0; done < bytes || first; done += area_bytes_) {
+    const size_t length = std::min(area_bytes_, bytes - done);
+    copy_bytes(area(local_rank_), in + done, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
-    for (int r = 0; r < local_size(); ++r) copy_bytes(out + bytes * r + done, slot(r), length);
+    for (int r = 0; r < local_size(); ++r) copy_bytes(out + bytes * r + done, area(r), length);
     meet(deadline);
     if (bytes == 0) break;
   }
@@ -396,27 +396,27 @@ void LocalCollectives::reduce_scatter(const void* input, void* output, size_t co
   timeout_ = timeout;
   const Deadline deadline = std::chrono::steady_clock::now() + timeout;
   const int n = local_size();
-  // Each slot carries, per chunk, `elements` of every block: n * elements must fit.
-  const size_t chunk_elements = std::max<size_t>(1, slot_bytes_ / element_size / n);
+  // Each area carries, per piece, `elements` of every block: n * elements must fit.
+  const size_t piece_elements = std::max<size_t>(1, area_bytes_ / element_size / n);
   const auto* in = static_cast<const uint8_t*>(input);
   auto* out = static_cast<uint8_t*>(output);
   const size_t block_bytes = count * element_size;
   bool first = true;
-  for (size_t done = 0; done < count || first; done += chunk_elements) {
-    const size_t elements = std::min(chunk_elements, count - done);
+  for (size_t done = 0; done < count || first; done += piece_elements) {
+    const size_t elements = std::min(piece_elements, count - done);
     const size_t length = elements * element_size;
     for (int b = 0; b < n; ++b)
-      copy_bytes(slot(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
+      copy_bytes(area(local_rank_) + b * length, in + b * block_bytes + done * element_size, length);
     meet(deadline, first ? &call : nullptr);
     first = false;
     if (elements > 0) {
       uint8_t* target = out + done * element_size;
       const size_t mine = static_cast<size_t>(local_rank_) * length;
       if (n == 1) {
-        copy_bytes(target, slot(0) + mine, length);
+        copy_bytes(target, area(0) + mine, length);
       } else {
-        reduce(target, slot(0) + mine, slot(1) + mine, elements);
-        for (int r = 2; r < n; ++r) reduce(target, target, slot(r) + mine, elements);
+        reduce(target, area(0) + mine, area(1) + mine, elements);
+        for (int r = 2; r < n; ++r) reduce(target, target, area(r) + mine, elements);
       }
     }
     meet(deadline);

@@ -1,20 +1,20 @@
 // Collectives among the ranks of one host through one shared-memory segment (shared_segment.h),
-// without sockets: each rank copies its input into its own slot, the ranks meet at a barrier,
-// and each reads the others' slots directly.
+// without sockets: each rank copies its input into its own area, the ranks meet at a barrier,
+// and each reads the others' areas directly.
 //
-// allreduce, per chunk of at most slot_bytes: (1) copy in, barrier; (2) the chunk's n slices
-// are reduced, each over all slots in local-rank order 0, 1, ..., n-1 (so every rank gets the
+// allreduce, per piece of at most area_bytes: (1) copy in, barrier; (2) the piece's n blocks
+// are reduced, each over all areas in local-rank order 0, 1, ..., n-1 (so every rank gets the
 // same bits, and integer results equal any other order's, whoever reduces it) into one of two
-// result areas; (3) everyone copies the whole chunk out once every slice is done. In (2) each
-// rank claims its own slice, then the unclaimed slices of ranks asleep: a rank that waited at
+// result areas; (3) everyone copies the whole piece out once every block is done. In (2) each
+// rank claims its own block, then the unclaimed blocks of ranks asleep: a rank that waited at
 // the barrier long enough to fall asleep (DDP's early rank, every step) is woken only now, which
-// takes tens to hundreds of microseconds on a VM, and the rank that arrived last does its slice
-// instead of waiting for it (ranks awake are left their own: reaching for their slices costs
+// takes tens to hundreds of microseconds on a VM, and the rank that arrived last does its block
+// instead of waiting for it (ranks awake are left their own: reaching for their blocks costs
 // the small calls a cache line each). With a cross-host step (the hierarchical all-reduce: a callback
-// replaces rank r's slice with its all-reduce across hosts, between (2) and (3)) rank r reduces
-// slice r itself and a second barrier ends (2). The result areas alternate between chunks, so
-// the next chunk's step (2) cannot overwrite what a slower rank is still copying out.
-// broadcast, allgather and reduce_scatter use the same slots.
+// replaces rank r's block with its all-reduce across hosts, between (2) and (3)) rank r reduces
+// block r itself and a second barrier ends (2). The result areas alternate between pieces, so
+// the next piece's step (2) cannot overwrite what a slower rank is still copying out.
+// broadcast, allgather and reduce_scatter use the same areas.
 //
 // Waiting: a barrier spins briefly, then sleeps on a futex in the segment, so a slow peer does
 // not burn a core. Every wait honours the call's timeout and checks, every 100 ms, whether the
@@ -42,28 +42,27 @@
 #include "runtime/comm/call_signature.h"
 #include "runtime/comm/reduce_kernels.h"
 #include "runtime/comm/shm/shared_segment.h"
+#include "runtime/comm/sizes.h"
 
 namespace ringtorch {
 
 class LocalCollectives {
  public:
-  static constexpr size_t kDefaultSlotBytes = size_t{4} << 20;
-
   // Bytes a segment for `local_size` ranks needs.
-  static size_t segment_bytes(int local_size, size_t slot_bytes);
+  static size_t segment_bytes(int local_size, size_t area_bytes);
   // The creator's step: writes the header (with `nonce`, which the others check).
-  static void initialise(void* segment, int local_size, size_t slot_bytes, uint64_t nonce);
+  static void initialise(void* segment, int local_size, size_t area_bytes, uint64_t nonce);
 
   // `global_ranks[i]`: the group rank of local rank i (for messages). Throws IoError when the
   // segment's header does not carry `nonce` (another segment of the same name: not the same
   // host after all). Registers this process's pid for the liveness checks.
-  LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks, size_t slot_bytes,
+  LocalCollectives(SharedSegment segment, int local_rank, std::vector<int> global_ranks, size_t area_bytes,
                    uint64_t nonce);
 
   int local_size() const { return static_cast<int>(global_ranks_.size()); }
 
   // In place on `count` elements of `element_size` bytes. `cross_host`, when set, is called
-  // with this rank's reduced slice of each chunk (pointer, element count) before it is shared.
+  // with this rank's reduced block of each piece (pointer, element count) before it is shared.
   void allreduce(void* data, size_t count, size_t element_size, const ReduceFunction& reduce, const CallSignature& call,
                  std::chrono::milliseconds timeout, const std::function<void(void*, size_t)>& cross_host = nullptr);
   void broadcast(void* data, size_t bytes, int root_local_rank, const CallSignature& call,
@@ -89,23 +88,23 @@ class LocalCollectives {
   template <typename Done, typename WaitedFor>
   void wait_until(const Done& done, Deadline deadline, const WaitedFor& waited_for, const char* what);
   void ring_bell();  // wakes every sleeper: something they may wait for changed
-  // All-reduce step (2) without a cross-host step: claims and reduces slices (the rank's own
-  // first), then waits until every slice of all-reduce chunk number `chunk` is done.
-  template <typename ReduceSlice>
-  void reduce_claimed_slices(uint64_t chunk, const ReduceSlice& reduce_slice, Deadline deadline);
-  bool claim_slice(int slice, uint64_t chunk);  // true: this rank is the one to reduce it
+  // All-reduce step (2) without a cross-host step: claims and reduces blocks (the rank's own
+  // first), then waits until every block of all-reduce piece number `piece` is done.
+  template <typename ReduceBlock>
+  void reduce_claimed_blocks(uint64_t piece, const ReduceBlock& reduce_block, Deadline deadline);
+  bool claim_block(int block, uint64_t piece);  // true: this rank is the one to reduce it
   void check_calls_agree(const CallSignature& mine);
   [[noreturn]] void fail_waiting(const std::function<bool(int)>& waited_for, const char* what, bool timed_out,
                                  std::chrono::milliseconds timeout);
-  uint8_t* slot(int local_rank) const;
+  uint8_t* area(int local_rank) const;
   uint8_t* result_area(uint64_t parity) const;
 
   SharedSegment segment_;
   const int local_rank_;
   const std::vector<int> global_ranks_;
-  const size_t slot_bytes_;
+  const size_t area_bytes_;
   uint32_t barriers_ = 0;                 // how many barriers this rank has arrived at
-  uint64_t chunks_ = 0;                   // all-reduce chunks so far: numbers them, picks the result area
+  uint64_t pieces_ = 0;                   // all-reduce pieces so far: numbers them, picks the result area
   uint64_t calls_ = 0;                    // calls published so far (meet() with a call)
   std::chrono::milliseconds timeout_{0};  // the current call's, for messages
 };

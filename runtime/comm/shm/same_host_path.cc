@@ -20,11 +20,11 @@ void SameHostPath::allreduce(const at::Tensor& tensor, ReduceOp op, const Reduce
   const auto dtype = tensor.scalar_type();
   std::function<void(void*, size_t)> between_hosts;
   if (cross_host) {
-    // Avg divides once, at the end: across hosts the slices are summed.
+    // Avg divides once, at the end: across hosts the blocks are summed.
     const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
     CrossHostLink* cross = cross_host;
-    between_hosts = [=](void* slice, size_t count) {
-      cross->allreduce(at::from_blob(slice, {static_cast<int64_t>(count)}, at::TensorOptions().dtype(dtype)), cross_op,
+    between_hosts = [=](void* block, size_t count) {
+      cross->allreduce(at::from_blob(block, {static_cast<int64_t>(count)}, at::TensorOptions().dtype(dtype)), cross_op,
                        timeout);
     };
   }

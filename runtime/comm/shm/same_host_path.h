@@ -2,7 +2,7 @@
 // within each host and, across several hosts, Gloo among the ranks that hold the same local
 // index on every host (the `cross_host` subgroup). With one host, Gloo is not involved.
 //
-//   allreduce       local reduce of slice i (rank i) -> cross-host all-reduce of slice i -> local copy-out
+//   allreduce       local reduce of block i (rank i) -> cross-host all-reduce of block i -> local copy-out
 //   broadcast       the root's local-index ranks broadcast across hosts -> each host broadcasts locally
 //   allgather       local allgather -> local index 0 gathers across hosts -> local broadcast
 //   reduce_scatter  one host: in the segment; several: a hierarchical all-reduce of a copy, keep own block
@@ -24,8 +24,9 @@
 #include <chrono>
 #include <vector>
 
+#include <ringtorch/reduce_op.h>
+
 #include "runtime/comm/reduce_kernels.h"
-#include "runtime/comm/reduce_op.h"
 
 namespace ringtorch {
 

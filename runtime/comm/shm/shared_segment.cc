@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "base/error.h"
+#include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {

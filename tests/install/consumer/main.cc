@@ -1,8 +1,8 @@
-// Rendezvous of one rank through a file store, using only the installed headers and libraries.
+// A program outside ringtorch, built with only the installed public headers and libraries: one
+// rank rendezvouses through a file store, makes a process group and all-reduces a tensor.
 #include <cstdio>
 
-#include "rendezvous/rendezvous.h"
-#include "runtime/launch/launch_config.h"
+#include <ringtorch/ringtorch.h>
 
 int main(int argc, char** argv) {
   if (argc != 2) return 2;
@@ -11,7 +11,11 @@ int main(int argc, char** argv) {
   auto rdzv = ringtorch::rendezvous(options);
   rdzv.store->set("consumer", {'o', 'k'});
   auto v = rdzv.store->get("consumer");
-  std::printf("consumer: rank %d/%d, store says %s\n", rdzv.rank, rdzv.world_size,
-              std::string(v.begin(), v.end()).c_str());
+  auto group = ringtorch::ProcessGroup::create(rdzv);
+  at::Tensor t = at::ones({4});
+  group->allreduce(t);
+  std::printf("consumer: rank %d/%d, store says %s, all-reduce %.0f over route %s\n", rdzv.rank, rdzv.world_size,
+              std::string(v.begin(), v.end()).c_str(), t[0].item<float>(),
+              ringtorch::route_name(group->description().route("allreduce")));
   return 0;
 }

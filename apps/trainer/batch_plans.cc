@@ -1,0 +1,139 @@
+#include "apps/trainer/batch_plans.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include <ringtorch/batch_split.h>
+#include <ringtorch/error.h>
+#include <ringtorch/state_broadcast.h>
+#include <ringtorch/timeline.h>
+
+namespace ringtorch {
+namespace {
+
+SamplerOptions sampler_options(const TrainerOptions& o) { return {/*shuffle=*/true, o.seed, /*drop_last=*/false}; }
+
+}  // namespace
+
+EqualBatches::EqualBatches(const TrainingRun& run)
+    : batch_size_(run.options.batch_size),
+      world_(run.world),
+      sampler_(run.train_size, run.world, run.rank, sampler_options(run.options)) {}
+
+int64_t EqualBatches::begin_epoch(int64_t epoch, int64_t trained_before) {
+  trained_before_ = trained_before;
+  sampler_.set_epoch(epoch);
+  sampler_.set_start(trained_before);
+  mine_ = sampler_.indices();
+  return (static_cast<int64_t>(mine_.size()) + batch_size_ - 1) / batch_size_;
+}
+
+int64_t EqualBatches::epoch_samples() const { return trained_before_ + static_cast<int64_t>(mine_.size()) * world_; }
+
+std::vector<int64_t> EqualBatches::step_indices(int64_t step) {
+  const size_t start = static_cast<size_t>(step * batch_size_);
+  return std::vector<int64_t>(mine_.begin() + start, mine_.begin() + std::min(mine_.size(), start + batch_size_));
+}
+
+int64_t EqualBatches::trained_after(int64_t steps) const {
+  return trained_before_ +
+         static_cast<int64_t>(std::min(mine_.size(), static_cast<size_t>(steps * batch_size_))) * world_;
+}
+
+void BalancedBatches::on_start(TrainingRun& run) {
+  const TrainerOptions& o = run.options;
+  const int64_t global_batch = o.global_batch > 0 ? o.global_batch : int64_t{o.batch_size} * run.world;
+  std::vector<double> weights(static_cast<size_t>(run.world), 1.0);
+  if (o.balance != "auto") weights = parse_weights(o.balance);
+  if (weights.size() != static_cast<size_t>(run.world)) {
+    throw InvalidArgumentError(str_cat("--balance ", o.balance, " gives ", weights.size(), " weights for ", run.world,
+                                       " ranks; give one weight per rank"));
+  }
+  balancer_.emplace(run.group, global_batch, weights, o.balance == "auto", run.device);
+  sampler_.emplace(run.train_size, global_batch, run.rank, run.world, sampler_options(o));  // split: per step
+  run.split = balancer_->split();
+  if (run.rank == 0) std::printf("[ringtorch] balance: %s\n", balancer_->describe().c_str());
+  if (balancer_->anyone_sits_out()) train_without_ranks_sitting_out(run);
+}
+
+int64_t BalancedBatches::begin_epoch(int64_t epoch, int64_t trained_before) {
+  trained_before_ = trained_before;
+  sampler_->set_epoch(epoch, trained_before);
+  return sampler_->steps_per_epoch();
+}
+
+int64_t BalancedBatches::epoch_samples() const {
+  return trained_before_ + sampler_->steps_per_epoch() * sampler_->global_batch();
+}
+
+std::vector<int64_t> BalancedBatches::step_indices(int64_t step) {
+  // The balancer's split, or on every other step of a probe's trial the trial's.
+  sampler_->set_split(balancer_->next_step_split());
+  return sampler_->step_indices(step);
+}
+
+int64_t BalancedBatches::trained_after(int64_t steps) const {
+  return trained_before_ + steps * sampler_->global_batch();
+}
+
+void BalancedBatches::on_step_end(TrainingRun& run, const StepOutcome& step) {
+  // A rank that sits out records (0, 0, 0), so that every rank counts the same steps.
+  balancer_->record_step(step.compute_seconds, step.seconds, step.samples);
+  ++steps_run_;
+  if (step.trained && balancer_->due_after_step(steps_run_)) rebalance(run);
+}
+
+void BalancedBatches::on_epoch_trained(TrainingRun& run, int64_t steps) {
+  if (run.ranks_sit_out) give_state_to_ranks_sitting_out(run, steps);
+}
+
+void BalancedBatches::on_epoch_end(TrainingRun& run, const EpochOutcome& epoch) {
+  if (epoch.epoch + 1 < run.options.epochs) rebalance(run);  // for the next epoch, from this one's measurements
+}
+
+void BalancedBatches::on_finish(TrainingRun& run, TrainingReport& report) {
+  report.balance = run.options.balance;
+  report.split = balancer_->split();
+  report.weights = balancer_->weights();
+}
+
+void BalancedBatches::rebalance(TrainingRun& run) {
+  const size_t training_before = balancer_->training_ranks().size();
+  if (!balancer_->rebalance(run.group)) return;
+  run.split = balancer_->split();
+  if (run.rank == 0) std::printf("[ringtorch] balance: %s\n", balancer_->describe().c_str());
+  if (balancer_->training_ranks().size() != training_before) train_without_ranks_sitting_out(run);
+}
+
+void BalancedBatches::train_without_ranks_sitting_out(TrainingRun& run) {
+  run.ddp.reset();
+  run.ranks_sit_out = balancer_->anyone_sits_out();
+  run.train_in(run.group.new_group(balancer_->training_ranks()));
+}
+
+// Ranks that sat out arrive long before the others, so their first wait is the group's timeout
+// plus twice the epoch's expected length: from the last measured step time, or the previous
+// hand-over's wait (the first epoch of a rank given weight 0 has the timeout alone).
+void BalancedBatches::give_state_to_ranks_sitting_out(TrainingRun& run, int64_t steps_in_epoch) {
+  TimelineSpan span("state to ranks sitting out", "train");
+  ProcessGroup::Timeout first_wait;
+  const auto start = std::chrono::steady_clock::now();
+  if (balancer_->sits_out(run.rank)) {
+    const double expected =
+        2.0 * std::max(static_cast<double>(steps_in_epoch) * balancer_->last_step_seconds(), last_handover_wait_);
+    first_wait = run.group.timeout() + std::chrono::milliseconds(static_cast<int64_t>(expected * 1e3));
+  }
+  broadcast_training_state(run.group, balancer_->training_ranks().front(), run.model.module(), run.optimizer.get(),
+                           first_wait);
+  last_handover_wait_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::shared_ptr<BatchPlan> make_batch_plan(TrainingRun& run, TrainerParts& parts) {
+  if (run.options.balance == "equal") return std::make_shared<EqualBatches>(run);
+  auto balanced = std::make_shared<BalancedBatches>();
+  parts.push_back(balanced);
+  return balanced;
+}
+
+}  // namespace ringtorch

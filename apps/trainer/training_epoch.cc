@@ -1,0 +1,156 @@
+#include "apps/trainer/training_epoch.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <ringtorch/str_cat.h>
+#include <ringtorch/timeline.h>
+
+namespace ringtorch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One optimizer step on `indices`. Its compute time is the step without its waits for the
+// others (the agreement at forward, the end of backward waiting for buckets); time this process
+// stood still for its CPU quota counts as compute even inside a wait (DdpOptions::stall_clock).
+StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, std::string span_args) {
+  TimelineSpan step_span("step", "train");
+  step_span.set_args(std::move(span_args));
+  const auto start = Clock::now();
+  at::Tensor x, y, loss;
+  {
+    TimelineSpan span("load batch", "train");
+    std::tie(x, y) = run.train_set->batch(indices);
+    run.optimizer->zero_grad();
+  }
+  {
+    TimelineSpan span("forward", "train");
+    loss = torch::cross_entropy_loss(run.ddp->forward(x.to(run.device)), y.to(run.device));
+  }
+  {
+    TimelineSpan span("backward", "train");  // DDP's buckets are reduced inside it
+    loss.backward();
+  }
+  {
+    TimelineSpan span("optimizer", "train");
+    run.optimizer->step();
+  }
+  StepOutcome outcome;
+  outcome.trained = true;
+  outcome.loss = loss.item<double>();
+  outcome.samples = static_cast<int64_t>(indices.size());
+  const DdpIterationStats stats = run.ddp->last_iteration_stats();
+  auto waited = run.ddp->last_step_agreement_wait() - run.ddp->last_step_agreement_stalled();
+  if (stats.finished > stats.last_gradient)
+    waited += stats.finished - stats.last_gradient - stats.stalled_while_waiting;
+  const auto took = Clock::now() - start;
+  outcome.seconds = std::chrono::duration<double>(took).count();
+  outcome.compute_seconds = std::chrono::duration<double>(took - waited).count();
+  return outcome;
+}
+
+// The epoch's mean loss over all ranks: per batch with equal batches (as always), per sample
+// with --balance (ranks' batches differ in size). A collective.
+double mean_loss_over_ranks(TrainingRun& run, double loss_sum, int64_t batches, double loss_by_sample,
+                            int64_t samples) {
+  const double mean = batches ? loss_sum / static_cast<double>(batches) : 0;
+  at::Tensor losses = run.options.balance != "equal"
+                          ? at::tensor({loss_by_sample, static_cast<double>(samples)}, at::kDouble)
+                          : at::tensor({mean, 1.0}, at::kDouble);
+  run.group.allreduce(losses, ReduceOp::kSum);
+  return losses[1].item<double>() > 0 ? losses[0].item<double>() / losses[1].item<double>() : 0;
+}
+
+}  // namespace
+
+EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& parts, ProgressReporter& reporter,
+                         int64_t epoch) {
+  TimelineSpan epoch_span("epoch", "train");
+  epoch_span.set_args(str_cat("{\"epoch\":", epoch + 1, "}"));
+  // A checkpoint taken inside this epoch says how many of its samples the job trained; the
+  // batches deal out the rest (Note [Resuming inside an epoch], training_run.cc).
+  const int64_t trained_before =
+      epoch == run.progress.epoch ? std::min(run.progress.samples_in_epoch, run.train_size) : 0;
+  const int64_t steps = batches.begin_epoch(epoch, trained_before);
+  reporter.begin_epoch(epoch, run.options.epochs, batches.epoch_samples());
+  const auto epoch_start = Clock::now();
+  EpochOutcome outcome;
+  outcome.epoch = epoch;
+  double loss_sum = 0, loss_by_sample = 0;
+  int64_t trained_batches = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    StepOutcome s;
+    if (run.ddp) {
+      const std::vector<int64_t> indices = batches.step_indices(step);
+      s = train_step(run, indices,
+                     Timeline::enabled()
+                         ? str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", indices.size(), "}")
+                         : std::string());
+      loss_sum += s.loss;
+      loss_by_sample += s.loss * static_cast<double>(s.samples);
+      outcome.times.compute_seconds += s.compute_seconds;
+      outcome.times.wait_seconds += s.seconds - s.compute_seconds;
+      outcome.times.samples += s.samples;
+      ++trained_batches;
+    }
+    s.epoch = epoch;
+    s.step = step;
+    s.last_in_epoch = step + 1 == steps;
+    s.samples_done = batches.trained_after(step + 1);
+    ++run.progress.step;  // the job's optimizer steps, for checkpoints
+    if (s.trained) reporter.update(s.samples_done, trained_batches, s.loss);
+    for (auto& part : parts) part->on_step_end(run, s);
+  }
+  reporter.end_epoch();
+  // The epoch's training time: until its last step, which for a rank that sits out is when the
+  // others hand over their state (an epoch-end cost for those, like evaluation).
+  auto training_end = Clock::now();
+  for (auto& part : parts) part->on_epoch_trained(run, steps);
+  if (!run.ddp) training_end = Clock::now();
+  outcome.seconds = std::chrono::duration<double>(training_end - epoch_start).count();
+  outcome.times.loop_seconds = outcome.seconds;
+  outcome.trained_samples = batches.trained_after(steps) - trained_before;
+  outcome.ranks = gather_rank_times(run.group, outcome.times);
+  if (run.rank == 0) std::fputs(format_rank_table(str_cat("epoch ", epoch + 1), outcome.ranks).c_str(), stdout);
+  const double rank_loss = trained_batches ? loss_sum / static_cast<double>(trained_batches) : 0;
+  if (outcome.times.samples == 0 && !run.ddp) {
+    std::printf("Rank %d, Epoch [%lld/%d]: sat out\n", run.rank, (long long)epoch + 1, run.options.epochs);
+  } else {
+    std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f\n", run.rank, (long long)epoch + 1, run.options.epochs,
+                rank_loss);
+  }
+  std::fflush(stdout);
+  outcome.loss = mean_loss_over_ranks(run, loss_sum, trained_batches, loss_by_sample, outcome.times.samples);
+  return outcome;
+}
+
+void evaluate_epoch(TrainingRun& run, EpochOutcome& outcome) {
+  TimelineSpan span("evaluate", "train");
+  torch::NoGradGuard no_grad;
+  PlacedModel& model = run.model;
+  model.module().eval();
+  const int batch_size = 1000;
+  int64_t correct = 0, total = 0;
+  std::vector<int64_t> indices;
+  for (int64_t i = run.rank; i < run.test_set->size(); i += run.world) indices.push_back(i);
+  for (size_t start = 0; start < indices.size(); start += batch_size) {
+    std::vector<int64_t> chunk(indices.begin() + start, indices.begin() + std::min(indices.size(), start + batch_size));
+    auto [x, y] = run.test_set->batch(chunk);
+    correct += model.forward(x.to(run.device)).argmax(1).cpu().eq(y).sum().item<int64_t>();
+    total += static_cast<int64_t>(chunk.size());
+  }
+  model.module().train();
+  at::Tensor counts = at::tensor({correct, total}, at::kLong);
+  run.group.allreduce(counts, ReduceOp::kSum);
+  outcome.correct = counts[0].item<int64_t>();
+  outcome.evaluated = counts[1].item<int64_t>();
+  outcome.test_accuracy = static_cast<double>(outcome.correct) / static_cast<double>(outcome.evaluated);
+  if (run.rank == 0) {
+    std::printf("Test accuracy: %.4f (%lld/%lld)\n", outcome.test_accuracy, (long long)outcome.correct,
+                (long long)outcome.evaluated);
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace ringtorch

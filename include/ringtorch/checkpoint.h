@@ -1,0 +1,74 @@
+// Checkpoints: rank 0 writes, every rank resumes.
+//
+// Example (given: torch::nn::Module& model, torch::optim::SGD& sgd, ringtorch::ProcessGroup& group):
+//   ringtorch::Checkpointer checkpoints("runs/lenet", /*keep_last=*/3);
+//   ringtorch::TrainingProgress progress;
+//   if (auto resumed = checkpoints.load_latest(model, &sgd)) progress = *resumed;  // every rank
+//   progress.metadata["model"] = "lenet";
+//   checkpoints.save(model, &sgd, progress, &group);  // every rank calls; rank 0 writes
+//
+// File format: `checkpoint-<step, 10 digits>.pt`, a plain dict saved with torch::pickle_save
+// (zip), so Python's torch.load reads it and `model.load_state_dict(ckpt["model"])` accepts it:
+//   "format"           "ringtorch-checkpoint-2"
+//   "model"            {name: tensor} for every parameter and buffer
+//   "optimizer_state"  {"kind", "parameters"}: per-parameter state as tensors and ints
+//                      (optimizer_state.h; absent without optimizer)
+//   "epoch", "step", "samples_in_epoch"   ints (how much of the epoch's order all ranks trained)
+//   "rng_state"        uint8 tensor: the CPU generator's state
+//   "metadata"         {str: str}
+// Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
+// Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
+// absent; one whose sidecar is missing or does not match is skipped on load with a warning
+// naming the file, and the previous one is used. Format 1 (before 2026-12) kept LibTorch's
+// optimizer archive, a TorchScript module, as bytes under "optimizer": its weights and position
+// still load, its optimizer state is skipped with a warning (loading it compiles the code stored
+// in the file, and damaged code crashed that compiler).
+//
+// Thread-safety: none; one training thread. Every rank must see the directory to resume (rank 0
+// writes it): progress and optimizer state are read by each rank, not broadcast.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <ringtorch/checkpoint_format.h>
+#include <ringtorch/process_group.h>
+
+namespace ringtorch {
+
+class Checkpointer {
+ public:
+  explicit Checkpointer(std::string directory, int keep_last = 3);
+
+  // Rank 0 (or the caller, without a group) writes; then every rank of `group` meets at a
+  // barrier, so none runs ahead of a checkpoint being written. Returns the file's path.
+  std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer, const TrainingProgress& progress,
+                   ProcessGroup* group = nullptr);
+
+  // Restores the newest complete checkpoint into `model` (and `optimizer`, and the CPU RNG);
+  // corrupt or incomplete ones are skipped with a warning on stderr. nullopt: none found.
+  // Throws InvalidArgumentError for a whole checkpoint that does not fit `model`.
+  std::optional<TrainingProgress> load_latest(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
+
+  // Complete checkpoints (sidecar present), oldest first.
+  std::vector<std::string> list() const;
+  const std::string& directory() const { return directory_; }
+
+ private:
+  std::string directory_;
+  int keep_last_;
+};
+
+// Reads one checkpoint file without a checksum (e.g. one Python re-saved with torch.save).
+// Throws IoError for an unreadable file, InvalidArgumentError when its model entry does not
+// match `model` (missing or unexpected names, other shapes).
+TrainingProgress load_checkpoint_file(const std::string& path, torch::nn::Module& model,
+                                      torch::optim::Optimizer* optimizer);
+
+}  // namespace ringtorch
