@@ -95,8 +95,9 @@ int run(const ringtorch::TrainerOptions& o, const ringtorch::RendezvousOptions& 
   span->set_args("{\"restart\":" + std::to_string(rdzv.restart) + "}");
   auto group = ringtorch::ProcessGroup::create(rdzv);
   span.reset();
-  // Freed tensors' pages stay for the next step's (base/keep_freed_memory.h). After the group:
-  // called before it, the same settings left 381k page faults in a lenet run instead of 142k.
+  // Freed tensors' pages stay for the next step's (<ringtorch/keep_freed_memory.h>). After the
+  // group, whose threads then wait on their sockets: called before it, the same settings kept
+  // fewer pages (docs/training.md, "Memory the process keeps").
   ringtorch::keep_freed_memory();
   if (o.elastic == "in-process") return train_recovering_in_process(o, rdzv_options, std::move(rdzv), std::move(group));
   const auto report = ringtorch::train(o, *group);

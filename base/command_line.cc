@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include <ringtorch/error.h>
 #include <ringtorch/str_cat.h>
@@ -59,11 +60,53 @@ struct CommandLine::State {
   };
   std::vector<std::unique_ptr<Declared>> declared;
   std::vector<std::string> long_names;  // for suggestions
+  std::set<std::string> value_names;    // the long names that take a value
   std::vector<std::string> positional_values, rest;
   bool rest_from_first_positional = false;
   int positionals_at_most = 0;  // 0: none allowed
 
   State(std::string p, std::string u) : program(std::move(p)), usage(std::move(u)), app(program, program) {}
+
+  // Registers one declared flag: `add` makes its CLI11 option, bound to the Declared's storage.
+  template <typename Add>
+  void declare(std::unique_ptr<Declared> d, const Add& add) {
+    d->option = add(*d);
+    for (const std::string& n : d->option->get_lnames()) {
+      long_names.push_back(n);
+      if (!d->set_flag) value_names.insert(n);
+    }
+    declared.push_back(std::move(d));
+  }
+
+  // "--name=" with nothing after it as "--name" "": CLI11 would otherwise take the next argument
+  // as the value. Only the flags' part of the line: a program's own arguments stay as given.
+  std::vector<std::string> split_empty_values(const std::vector<std::string>& args) const {
+    std::vector<std::string> out;
+    bool flags = true;
+    for (size_t i = 0; i < args.size(); ++i) {
+      const std::string& arg = args[i];
+      if (!flags) {
+        out.push_back(arg);
+        continue;
+      }
+      const bool dashes = arg.size() > 2 && arg.compare(0, 2, "--") == 0;
+      const std::string name = dashes ? arg.substr(2, arg.find('=') - 2) : "";
+      if (dashes && arg.back() == '=' && arg.find('=') == arg.size() - 1 && value_names.count(name)) {
+        out.push_back(arg.substr(0, arg.size() - 1));
+        out.emplace_back();
+        continue;
+      }
+      out.push_back(arg);
+      if (arg == "--") {
+        flags = false;
+      } else if (dashes && arg.find('=') == std::string::npos && value_names.count(name) && i + 1 < args.size()) {
+        out.push_back(args[++i]);  // its value, whatever it looks like
+      } else if (!dashes && (arg.empty() || arg[0] != '-') && rest_from_first_positional) {
+        flags = false;  // the program and its arguments start here
+      }
+    }
+    return out;
+  }
 
   // "; did you mean --nproc-per-node?" when a declared flag is close to `given`.
   std::string suggestion(std::string given) const {
@@ -102,30 +145,28 @@ CommandLine::~CommandLine() = default;
 CommandLine& CommandLine::option(const std::string& name, std::function<void(const std::string&)> set) {
   auto declared = std::make_unique<State::Declared>();
   declared->set_value = std::move(set);
-  declared->option = state_->app.add_option(with_underscore_spellings(name), declared->value);
-  for (const std::string& n : declared->option->get_lnames()) state_->long_names.push_back(n);
-  state_->declared.push_back(std::move(declared));
+  state_->declare(std::move(declared),
+                  [&](State::Declared& d) { return state_->app.add_option(with_underscore_spellings(name), d.value); });
   return *this;
 }
 
 CommandLine& CommandLine::repeatable(const std::string& name, std::function<void(const std::string&)> set) {
   auto declared = std::make_unique<State::Declared>();
   declared->set_value = std::move(set);
-  declared->option = state_->app.add_option(with_underscore_spellings(name), declared->values)
-                         ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
-                         ->expected(1)
-                         ->allow_extra_args(false);
-  for (const std::string& n : declared->option->get_lnames()) state_->long_names.push_back(n);
-  state_->declared.push_back(std::move(declared));
+  state_->declare(std::move(declared), [&](State::Declared& d) {
+    return state_->app.add_option(with_underscore_spellings(name), d.values)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+        ->expected(1)
+        ->allow_extra_args(false);
+  });
   return *this;
 }
 
 CommandLine& CommandLine::flag(const std::string& name, std::function<void(bool)> set) {
   auto declared = std::make_unique<State::Declared>();
   declared->set_flag = std::move(set);
-  declared->option = state_->app.add_flag(with_underscore_spellings(name), declared->on);
-  for (const std::string& n : declared->option->get_lnames()) state_->long_names.push_back(n);
-  state_->declared.push_back(std::move(declared));
+  state_->declare(std::move(declared),
+                  [&](State::Declared& d) { return state_->app.add_flag(with_underscore_spellings(name), d.on); });
   return *this;
 }
 
@@ -147,7 +188,8 @@ CommandLine& CommandLine::positionals(int at_most) {
 
 bool CommandLine::parse(const std::vector<std::string>& args) {
   State& s = *state_;
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 reads from the back
+  const std::vector<std::string> split = s.split_empty_values(args);
+  std::vector<std::string> reversed(split.rbegin(), split.rend());  // CLI11 reads from the back
   try {
     s.app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
@@ -163,7 +205,12 @@ bool CommandLine::parse(const std::vector<std::string>& args) {
     const std::string what = e.what();  // "--batch-size: 1 required TEXT missing"
     s.fail(str_cat(what.substr(0, what.find(':')), " needs a value"));
   } catch (const CLI::ConversionError& e) {
-    s.fail(str_cat(e.what(), "; a flag takes true or false (1 or 0, yes or no, on or off)"));
+    // CLI11 says "Could not convert: --resume = maybe"; the flag as it was typed reads better.
+    std::string what = e.what();
+    const std::string lead = "Could not convert: ";
+    if (what.rfind(lead, 0) == 0) what.erase(0, lead.size());
+    if (const size_t eq = what.find(" = "); eq != std::string::npos) what.replace(eq, 3, "=");
+    s.fail(str_cat(what, ": a flag takes true or false (1 or 0, yes or no, on or off)"));
   } catch (const CLI::ParseError& e) {
     s.fail(e.what());
   }

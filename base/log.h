@@ -34,7 +34,8 @@ inline void log_info(const std::string& message) { log_line(LogLevel::kInfo, mes
 inline void log_warning(const std::string& message) { log_line(LogLevel::kWarning, message); }
 inline void log_error(const std::string& message) { log_line(LogLevel::kError, message); }
 
-// This process' rank in its job, for the prefix (a negative rank clears it).
+// This process' rank in its job, for the prefix (a negative rank clears it). One per process:
+// ranks run as threads of one process (tests) share the last one set.
 void set_log_rank(int rank, int world_size);
 
 }  // namespace ringtorch

@@ -32,9 +32,9 @@ cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE
 cmake --build "$BUILD_DIR" --target $(printf '%s_fuzz ' "${targets[@]}") -- -j"$(nproc)" >/dev/null
 
 # LibTorch is not built with ASan (its code is not checked, only its calls into memcpy and
-# malloc); leaks are reported except those inside LibTorch (tests/fuzz/lsan_suppressions.txt).
+# malloc); leaks are reported except those inside LibTorch (tests/lsan_suppressions.txt).
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
-export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/fuzz/lsan_suppressions.txt:print_suppressions=0}
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$PWD/tests/lsan_suppressions.txt:print_suppressions=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=0
 printf '%-14s %12s %10s %8s  %s\n' target executions exec/s corpus findings

@@ -2,8 +2,8 @@
 // the OpenBLAS that Debian's LibTorch calls for its matrix products keeps a thread pool of its
 // own, sized at load time from OMP_NUM_THREADS / OPENBLAS_NUM_THREADS or the core count. A
 // `--threads 1` run without those variables (ringrun sets OMP_NUM_THREADS=1 only when it starts
-// several workers per node) then multiplied matrices on every core: measured here, mlp3 at
-// world size 1 trained 1.45x faster than a rank of a 2-worker job with the same flag.
+// several workers per node) then multiplied matrices on every core, so a `--threads 1` rank was
+// not one thread (docs/training.md, "ringtrain").
 //
 // Example:
 //   ringtorch::set_blas_threads(1);

@@ -124,7 +124,7 @@ bool parse_trainer_command_line(const std::vector<std::string>& args, const std:
                                 RendezvousOptions& rdzv_options) {
   CommandLine cli("ringtrain", usage);
   // Declared first, so applied first: every flag then overrides the file, wherever it stands.
-  cli.option("--config", [&](const std::string& path) { apply_job_config_file(path, o, rdzv_options); });
+  cli.repeatable("--config", [&](const std::string& path) { apply_job_config_file(path, o, rdzv_options); });
   for (const TrainerFlag& flag : trainer_flags()) {
     if (flag.boolean) {
       cli.flag(flag.name, [&](bool on) { flag.set(on ? "true" : "false", o, rdzv_options); });

@@ -17,9 +17,8 @@
 //     trial) and the rest on the current one, and the move is kept only if the trial's steps
 //     had 3% more throughput (samples per second of step time) than the others. Alternating
 //     within one interval, as the benches alternate rounds, makes the comparison blind to the
-//     machine's swings that last longer than two steps: on the VMs this was measured on, a whole
-//     machine's speed moved by 20% between two intervals, far more than the 3% a probe decides
-//     on (docs/benchmarks.md, "Two ranks of equal speed"). What carries over from one step to
+//     machine's swings that last longer than two steps, which can be far larger than the 3% a
+//     probe decides on (docs/benchmarks.md, "Two ranks of equal speed"). What carries over from one step to
 //     the next is shared out between both kinds of step instead, and so weighs less in the
 //     verdict: a CPU quota whose period is longer than a step (containers default to 100 ms;
 //     the benches use 4 ms) may throttle a trial's excess in the step after it. The next trial starts at once: after

@@ -19,7 +19,7 @@
 // Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
 // Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
 // absent; one whose sidecar is missing or does not match is skipped on load with a warning
-// naming the file, and the previous one is used. Format 1 (before 2026-12) kept LibTorch's
+// naming the file, and the previous one is used. Format 1 (the earliest) kept LibTorch's
 // optimizer archive, a TorchScript module, as bytes under "optimizer": its weights and position
 // still load, its optimizer state is skipped with a warning (loading it compiles the code stored
 // in the file, and damaged code crashed that compiler).

@@ -3,11 +3,9 @@
 // blocks above the mmap threshold (128 KiB at first, then the largest block freed, up to 32 MiB)
 // get a mapping of their own, unmapped on free, and the top of the heap is trimmed once more
 // than twice that threshold is free. The next step's tensors of the same sizes then fault their
-// pages in again one by one, and a page fault costs about 12 us on this project's VMs. Measured
-// (ringtrain, lenet, one rank, 2 epochs of 6400 images): 591k page faults and 9.4 s against 142k
-// and 4.0 s, most of it in the test evaluation's batches of 1000 (docs/training.md, "Memory the
-// process keeps"). Each setting alone made it worse: an explicit trim or mmap threshold turns
-// glibc's adaptive threshold off.
+// pages in again one by one (docs/training.md, "Memory the process keeps", has the figures). All
+// three settings go together: an explicit trim or mmap threshold alone turns glibc's adaptive
+// threshold off.
 //
 // The settings: blocks up to 32 MiB (glibc's largest mmap threshold) come from the heap, the heap
 // is trimmed only when 1 GiB at its top is free, and it grows by 64 MiB beyond what a request
@@ -25,9 +23,9 @@
 // Thread-safety: call once, from the program's main thread, while no other thread allocates
 // (glibc documents mallopt as MT-Unsafe: it changes settings other threads read unlocked).
 // ringtrain calls it right after creating its process group, whose threads then wait on their
-// sockets; called at the top of main() instead, the same settings left 381k page faults in the
-// run above instead of 142k (measured, not explained). The library never calls it on its own (a
-// program's choice, docs/ARCHITECTURE.md).
+// sockets (called at the top of main() instead, the same settings kept fewer pages:
+// docs/training.md). The library never calls it on its own (a program's choice,
+// docs/ARCHITECTURE.md).
 #pragma once
 
 namespace ringtorch {

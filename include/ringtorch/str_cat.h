@@ -2,8 +2,9 @@
 //
 // Strings, characters and integers are appended directly; anything else goes through an
 // std::ostringstream, so every part prints as `std::ostream << part` would. Why not one stream
-// for all: constructing an ostringstream (its locale and ios state) cost more than the rest of a
-// 4-byte all-reduce's user time, which formats a description of every call (perf, 2026-12-03).
+// for all: constructing an ostringstream (its locale and ios state) costs more than the rest of
+// a small all-reduce, which formats a description of every call (docs/benchmarks.md, "What a
+// small call spent formatting its own description").
 //
 // Example:
 //   const std::string text = ringtorch::str_cat("rank ", 3, " of ", 8, ": ", 0.5, " done");

@@ -71,9 +71,9 @@ FingerprintExchange::~FingerprintExchange() = default;
 
 // Note [Reused fingerprint buffers]: the unbound buffers are made once per context and every
 // later exchange posts on them again (a buffer's earlier receive or send has completed by
-// then). Making and destroying them per exchange cost 2-4.5 ms in about 5% of a training run's
-// small all-reduces (docs/benchmarks.md, "the tail of small all-reduces"): destroying an
-// unbound buffer waits until Gloo's event-loop thread has let go of it.
+// then). Making and destroying them per exchange put a tail of milliseconds on a share of a
+// training run's small all-reduces (docs/benchmarks.md, "The tail of small all-reduces"):
+// destroying an unbound buffer waits until Gloo's event-loop thread has let go of it.
 void FingerprintExchange::post_receives(gloo::Context& context, int set) {
   const int rank = context.rank, size = context.size;
   if (posted_[set].size() != static_cast<size_t>(size)) {

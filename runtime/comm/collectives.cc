@@ -66,7 +66,7 @@ Operation ProcessGroup::Impl::prepare_allreduce(at::Tensor tensor, ReduceOp op, 
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     const FingerprintCheck check{fingerprint.get(), CallFingerprint{tag, call, static_cast<int>(first_algorithm)}};
     // One piece is the whole (contiguous) tensor: a view and a narrow cost more through the
-    // dispatcher than a small all-reduce's own work (perf: a quarter of a 4-byte call's user time).
+    // dispatcher than a small all-reduce's own work.
     const bool whole = pieces.size() == 1;
     at::Tensor flat = whole ? tensor : tensor.view(-1);
     for (size_t k = 0; k < pieces.size(); ++k) {

@@ -6,8 +6,8 @@
 // - a directory: at connect time every rank writes the local address of each of its pairs to
 //   the group's store (`peers/<rank>`). Gloo names a pair's far end mostly as the peer wrote it,
 //   but a side that accepted the connection before its own connect() reached that pair keeps
-//   the address the peer listened on during set-up (a race in Gloo's pair set-up, as its code reads;
-//   here in 2 of 3 runs of a 3-host job). So an address names a rank exactly, or else by its
+//   the address the peer listened on during set-up (a race in Gloo's pair set-up, as its code
+//   reads). So an address names a rank exactly, or else by its
 //   host when every peer's entry is known and no other peer is on that host
 //   (peer_named_by_address);
 // - a roll call: after a failure, every rank that notices writes `failures/<rank>` and waits a

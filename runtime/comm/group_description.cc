@@ -46,6 +46,7 @@ const char* route_name(GroupDescription::Route route) {
 }
 
 GroupDescription::Route GroupDescription::route(const std::string& operation) const {
+  if (routes.empty()) throw InvalidArgumentError(str_cat("this rank is not a member of group '", name, "'"));
   const auto found = routes.find(operation);
   if (found == routes.end()) throw InvalidArgumentError(str_cat("'", operation, "' is not an operation of a group"));
   return found->second;

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 #include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/address.h>
+#include <netdb.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -45,6 +47,21 @@ void connecting(int rank, const std::string& step, const std::string& prefix, co
     throw PeerLostError(str_cat(prefix, step, " failed: ", e.what(), "; ", what_to_check, ", or ", kRaiseTimeoutHint),
                         site);
   }
+}
+
+// The numeric host of a Gloo TCP address, with an IPv6 scope ("fe80::1%eth0") where it has one;
+// empty when it cannot be written (the lane is then declined).
+std::string numeric_host(const gloo::transport::Address& address) {
+  const auto* tcp = dynamic_cast<const gloo::transport::tcp::Address*>(&address);
+  if (tcp == nullptr) return "";
+  const sockaddr_storage& ss = tcp->getSockaddr();
+  char host[NI_MAXHOST] = {};
+  const socklen_t length = ss.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), length, host, sizeof(host), nullptr, 0, NI_NUMERICHOST) !=
+      0) {
+    return "";
+  }
+  return host;
 }
 
 }  // namespace
@@ -107,7 +124,7 @@ GroupMesh connect_mesh(const c10::intrusive_ptr<c10d::Store>& store, int rank, i
   // The lane binds where the group's pairs listen (Gloo's TCP transport only: others have no
   // socket addresses).
   if (size > 1 && is_tcp_device(*choice.device)) {
-    mesh.address = host_of_address(context->getPair(rank == 0 ? 1 : 0)->address().str());
+    mesh.address = numeric_host(context->getPair(rank == 0 ? 1 : 0)->address());
   }
   mesh.context = std::move(context);
   mesh.device = std::move(choice.device);
@@ -155,8 +172,8 @@ GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settin
     return agreement;
   }
   // Pieces (piece_plan.h) exist so that a rank staging CUDA tensors can overlap its copies, and
-  // every rank must cut alike; a group where no rank sees a GPU keeps whole buffers, which
-  // measured 10-20% faster over TCP at 64 MiB. A lane must exist on every rank or on none.
+  // every rank must cut alike; a group where no rank sees a GPU keeps whole buffers, which are
+  // faster over TCP (sizes.h). A lane must exist on every rank or on none.
   // Asked once per process: LibTorch's lazy set-up of its CUDA hooks synchronises in code TSan
   // cannot see, so groups created on several threads at once (the tests) were reported as a race
   // in at::Context::hasCUDA(); a function-local static is initialised under a guard TSan knows.
@@ -173,13 +190,17 @@ GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settin
 std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSettings& settings,
                                        const std::string& prefix) {
   const int rank = mesh.context->rank, size = mesh.context->size;
-  std::unique_ptr<SyncLane> lane;
-  connecting(rank, str_cat("connecting the synchronous lane of group '", settings.name, "'"), prefix,
-             "set RINGTORCH_SYNC_LANE=0 to go without it", [&] {
-               lane = SyncLane::connect(c10::make_intrusive<c10d::PrefixStore>("sync", mesh.store), rank, size,
-                                        mesh.address, settings.timeout);
-             });
-  return lane;
+  const std::string step = str_cat("connecting the synchronous lane of group '", settings.name, "'");
+  try {
+    return SyncLane::connect(c10::make_intrusive<c10d::PrefixStore>("sync", mesh.store), rank, size, mesh.address,
+                             settings.timeout);
+  } catch (const Error& e) {
+    // The lane's own kind (a peer that never connected, a socket that cannot be made), with
+    // the way around it.
+    std::rethrow_exception(make_error(e.kind(),
+                                      str_cat(prefix, step, ": ", e.what(), "; RINGTORCH_SYNC_LANE=0 goes without it"),
+                                      FailureSite{rank, e.site().peer, step}));
+  }
 }
 
 HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role) {

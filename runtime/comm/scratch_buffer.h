@@ -1,6 +1,5 @@
-// Receive memory kept between calls: fresh pages cost more than the transfer itself on some
-// machines (a 32 MiB zeroed allocation took 100 ms on the 2-core VM). Grows, never shrinks; not
-// zeroed.
+// Receive memory kept between calls: fresh pages (zeroed by the kernel, faulted in one by one)
+// can cost more than the transfer itself. Grows, never shrinks; not zeroed.
 //
 // Thread-safety: none; its owner runs one operation at a time (the process group's order).
 #pragma once

@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -62,7 +63,18 @@ class SyncLane {
   char* incoming(int peer);
 
  private:
+  // One peer's side of an exchange: bytes sent (the 4-byte length first) and received.
+  struct Progress {
+    size_t sent = 0, received = 0;
+    uint32_t length = 0;  // the peer's message length, once its first 4 bytes are in
+    bool sent_all(uint32_t mine) const { return sent >= sizeof(uint32_t) + mine; }
+    bool received_all() const { return received >= sizeof(uint32_t) && received >= sizeof(uint32_t) + length; }
+  };
+
   SyncLane(int rank, int size);
+  // Writes (reads) what the peer's non-blocking socket takes (holds) now.
+  void send_some(int peer, uint32_t length, Progress& p);
+  void receive_some(int peer, Progress& p, const WhatOf& what_of);
   [[noreturn]] void fail(bool timed_out, int peer, const std::string& what);
 
   const int rank_, size_;
@@ -71,8 +83,5 @@ class SyncLane {
   std::vector<char> incoming_;  // kSyncLaneMessageBytes per peer, peer p's at p (p - 1 past this rank)
   bool failed_ = false;         // a peer was lost or late: the streams are out of step
 };
-
-// "10.0.0.3" from an address as Gloo prints it ("[10.0.0.3]:41235"); empty when it has none.
-std::string host_of_address(const std::string& address);
 
 }  // namespace ringtorch

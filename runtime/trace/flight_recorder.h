@@ -24,9 +24,9 @@
 // "rank":R,"pid":P,"host":H,"reason":"...","dumped_us":T,"groups":[{"group":"default","rank":r,
 // "size":S,"capacity":N,"operations":K,"entries":[{"sequence":..,"op":"allreduce",...}]}]}
 //
-// Cost: about 40 ns per operation on the 2-core VM (one uncontended lock and two string copies
-// when queued, atomic stores when started and ended; the two clock reads are the ones Work
-// makes anyway); docs/benchmarks.md measures it against a 4 B all-reduce and training.
+// Cost per operation: one uncontended lock and two string copies when queued, atomic stores when
+// started and ended; the two clock reads are the ones Work makes anyway (docs/benchmarks.md,
+// "Observing a job: flight recorder and timeline").
 // The price of the lock-free start and end: an entry reused while its operation is still in
 // flight (more than N operations queued at once) may show that operation's later times.
 //

@@ -106,4 +106,24 @@ mkdir -p "$dir/cut"
 cp "$data/train-images-idx3-ubyte.gz" "$dir/cut/"
 head -c -5 "$data/train-labels-idx1-ubyte.gz" > "$dir/cut/train-labels-idx1-ubyte.gz"
 expect_error "train-labels-idx1-ubyte.gz: corrupt or truncated gzip data" --dataset mnist --data-dir "$dir/cut"
+# The command line in argparse's dialect (base/command_line.h), checked before any rendezvous:
+# a lone ringtrain with no launcher and no store fails at once with exit 2, it does not wait.
+expect_usage() {  # expect_usage STATUS PATTERN ARGS...: ringtrain alone, no rendezvous
+  local status=$1 want=$2; shift 2
+  local out rc=0
+  out=$(timeout 60 "$ringtrain" "$@" 2>&1) || rc=$?
+  [ "$rc" = "$status" ] || { echo "$out"; echo "FAILED: exit $rc (not $status) for: $*"; exit 1; }
+  grep -q -- "$want" <<<"$out" || { echo "$out"; echo "FAILED: no '$want' for: $*"; exit 1; }
+  echo "command line ($*): exit $rc, says '$want'"
+}
+expect_usage 2 "ringtrain: unknown flag --bogus (see ringtrain --help)" --bogus 1
+expect_usage 2 "unknown flag --batchsize; did you mean --batch-size?" --batchsize 64
+expect_usage 2 "ringtrain: --model: unknown model 'resnet9000'" --batch_size=64 --model=resnet9000
+expect_usage 2 "ringtrain: --resume=maybe: a flag takes true or false" --resume=maybe
+expect_usage 2 "ringtrain: --epochs needs a value" --epochs
+expect_usage 0 "usage: ringtrain" -h
+out=$(run --dataset synthetic --model mlp --epochs 1 --batch_size=32 --resume=false --log_interval=0) ||
+  { echo "$out"; echo "FAILED: underscores and --flag=value"; exit 1; }
+grep -q '"world_size":2' <<<"$out" || { echo "$out"; echo "FAILED: no final line"; exit 1; }
+echo "command line: --batch_size=32 --resume=false --log_interval=0 accepted"
 echo "ringtrain: all checks passed"

@@ -4,6 +4,8 @@
 // declines it.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -165,6 +167,37 @@ TEST(SyncLane, APeerThatClosesItsLaneIsLostAndNamed) {
     EXPECT_EQ(e.site().peer, 1) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60)) << "the 300 s group timeout was used";
+}
+
+// A signal that interrupts the wait (SIGUSR1, as ringrun sends to ask for flight-recorder dumps;
+// here with a handler that does not restart system calls) makes the lane wait again, not time
+// out.
+TEST(SyncLane, ASignalDuringAWaitIsNotATimeout) {
+  struct sigaction quiet {
+  }, previous{};
+  quiet.sa_handler = [](int) {};
+  sigemptyset(&quiet.sa_mask);
+  quiet.sa_flags = 0;  // no SA_RESTART: poll(2) returns EINTR
+  ASSERT_EQ(::sigaction(SIGUSR2, &quiet, &previous), 0);
+  std::atomic<bool> waiting{true};
+  std::thread interrupter([&] {
+    while (waiting) {
+      ::kill(::getpid(), SIGUSR2);
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  });
+  testing::on_thread_ranks(
+      2,
+      [&](ProcessGroup& group) {
+        if (group.rank() == 1) std::this_thread::sleep_for(milliseconds(500));  // rank 0 waits meanwhile
+        at::Tensor t = at::ones({4});
+        group.allreduce(t, ReduceOp::kSum, milliseconds(20000));
+        EXPECT_TRUE(t.eq(2.0f).all().item<bool>());
+      },
+      milliseconds(30000), over_tcp());
+  waiting = false;
+  interrupter.join();
+  ::sigaction(SIGUSR2, &previous, nullptr);
 }
 
 // Messages larger than what the kernel's socket buffers hold at once, from both ranks at the

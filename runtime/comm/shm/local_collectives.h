@@ -8,7 +8,7 @@
 // result areas; (3) everyone copies the whole piece out once every block is done. In (2) each
 // rank claims its own block, then the unclaimed blocks of ranks asleep: a rank that waited at
 // the barrier long enough to fall asleep (DDP's early rank, every step) is woken only now, which
-// takes tens to hundreds of microseconds on a VM, and the rank that arrived last does its block
+// takes far longer than the reduction of a small block, and the rank that arrived last does its block
 // instead of waiting for it (ranks awake are left their own: reaching for their blocks costs
 // the small calls a cache line each). With a cross-host step (the hierarchical all-reduce: a callback
 // replaces rank r's block with its all-reduce across hosts, between (2) and (3)) rank r reduces
