@@ -26,10 +26,17 @@ done
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 
 bash scripts/install_packages.sh fuzz clang-14 libclang-rt-14-dev cmake ninja-build libtorch-dev nlohmann-json3-dev \
-  zlib1g-dev libcli11-dev
+  zlib1g-dev libcli11-dev libspdlog-dev
 
-cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
-cmake --build "$BUILD_DIR" --target $(printf '%s_fuzz ' "${targets[@]}") -- -j"$(nproc)" >/dev/null
+# The build is quiet when it works; when it fails, its errors are what CI shows.
+mkdir -p "$BUILD_DIR"
+build_log="$BUILD_DIR/build.log"
+if ! { cmake -S tests/fuzz -B "$BUILD_DIR" -G Ninja -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 &&
+       cmake --build "$BUILD_DIR" --target $(printf '%s_fuzz ' "${targets[@]}") -- -j"$(nproc)"; } >"$build_log" 2>&1; then
+  echo "fuzz: building the targets failed; the log is $build_log:" >&2
+  grep -E "error|FAILED|undefined reference" "$build_log" | head -20 >&2 || tail -20 "$build_log" >&2
+  exit 1
+fi
 
 # LibTorch is not built with ASan (its code is not checked, only its calls into memcpy and
 # malloc); leaks are reported except those inside LibTorch (tests/lsan_suppressions.txt).
