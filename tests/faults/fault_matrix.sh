@@ -192,6 +192,17 @@ case_worker_kill9_restart() {
   # 20 epochs (~5 s of synthetic data): the job must still be running when the kill lands.
   start_job worker_kill9_restart --max_restarts 1 -- --epochs 20 --checkpoint-dir "$work/restart-ck" --resume
   wait_for "$log" "Epoch \[1/" 120 || { verdict worker_kill9_restart FAIL "$expect" "training never started"; cleanup_case; return; }
+  # The epoch's line comes before its checkpoint is written (slow under a sanitizer): kill only
+  # once a checkpoint and its checksum are there, or the restart has nothing to resume from.
+  local deadline=$(($(date +%s) + 120))
+  until compgen -G "$work/restart-ck/checkpoint-*.pt.crc32" >/dev/null; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then
+      verdict worker_kill9_restart FAIL "$expect" "no checkpoint written within 120 s of the first epoch"
+      cleanup_case
+      return
+    fi
+    sleep 0.2
+  done
   local victim
   victim=$(worker_pid "$job" 1)
   if [ -z "$victim" ]; then
