@@ -20,9 +20,9 @@
 // docs/benchmarks.md, "Call fingerprint".
 //
 // Two carriers, chosen alike on every rank when the group is created: the synchronous lane
-// (sync_lane.h: Gloo's synchronous pairs, read by the waiting thread itself) when the whole
-// group goes over Gloo's TCP transport and no rank declines it (RINGTORCH_SYNC_PAIRS=0), else
-// unbound buffers on the group's own context.
+// (sync_lane.h: ringtorch's own TCP connections, read by the waiting thread itself) when the
+// whole group goes over Gloo's TCP transport and no rank declines it (RINGTORCH_SYNC_LANE=0),
+// else unbound buffers on the group's own context.
 //
 // After a mismatch every rank has received exactly one fingerprint from each peer and no data
 // was sent, so the group stays usable (as on the shared-memory path, which compares signatures
