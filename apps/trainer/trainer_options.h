@@ -30,6 +30,10 @@ struct TrainerOptions {
   std::string checkpoint_dir;      // empty: no checkpoints
   bool resume = false;             // continue from checkpoint_dir's newest checkpoint
   int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
+  // false: a NaN or infinite loss (any step) or weights (an epoch's end) stop training with an
+  // error naming rank, epoch and step. true: warn once and go on; checkpoints are still never
+  // written from non-finite weights.
+  bool allow_non_finite = false;
   // "restart" (a lost peer ends the process; ringrun restarts it: torchrun's way) or
   // "in-process" (the survivors recover inside their processes: elastic_state.h).
   std::string elastic = "restart";

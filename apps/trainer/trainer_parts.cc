@@ -13,6 +13,7 @@
 
 #include "apps/plot/run_plot.h"
 #include "base/atomic_file.h"
+#include "base/log.h"
 
 namespace ringtorch {
 namespace {
@@ -67,6 +68,18 @@ class CheckpointPart : public TrainerPart {
  private:
   void save(TrainingRun& run, const TrainingProgress& at) {
     TimelineSpan span("checkpoint", "train");
+    // Trained on past NaN by request: skip the save rather than stop (the weights are the same
+    // on every rank, so every rank skips alike). Without the flag Checkpointer refuses.
+    if (run.options.allow_non_finite) {
+      const std::string bad = first_non_finite(run.model.module());
+      if (!bad.empty()) {
+        if (run.rank == 0) {
+          log_warning(str_cat("checkpoint at step ", at.step, " not written: ", bad,
+                              " holds NaN or inf (--allow-non-finite); the newest finite checkpoint stays"));
+        }
+        return;
+      }
+    }
     checkpoints_.save(run.model.module(), run.optimizer.get(), at, &run.group);
   }
   Checkpointer checkpoints_;

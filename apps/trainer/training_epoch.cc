@@ -1,10 +1,15 @@
 #include "apps/trainer/training_epoch.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
+#include <ringtorch/checkpoint.h>
+#include <ringtorch/error.h>
 #include <ringtorch/str_cat.h>
 #include <ringtorch/timeline.h>
+
+#include "base/log.h"
 
 namespace ringtorch {
 namespace {
@@ -50,6 +55,19 @@ StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, st
   return outcome;
 }
 
+// Training that diverged stops where it did (or, with --allow-non-finite, says so once).
+void check_finite(TrainingRun& run, bool finite, const std::string& what) {
+  if (finite) return;
+  const std::string text = str_cat("rank ", run.rank, ": ", what, ": training diverged");
+  if (!run.options.allow_non_finite) {
+    throw InvalidArgumentError(
+        text + " (lower --lr, or resume from the last checkpoint; --allow-non-finite trains on regardless)");
+  }
+  static bool said = false;
+  if (!said) log_warning(text + " (--allow-non-finite: training on; said once)");
+  said = true;
+}
+
 // The epoch's mean loss over all ranks: per batch with equal batches (as always), per sample
 // with --balance (ranks' batches differ in size). A collective.
 double mean_loss_over_ranks(TrainingRun& run, double loss_sum, int64_t batches, double loss_by_sample,
@@ -87,6 +105,8 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
                      Timeline::enabled()
                          ? str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", indices.size(), "}")
                          : std::string());
+      check_finite(run, std::isfinite(s.loss),
+                   str_cat("the loss is ", s.loss, " at epoch ", epoch + 1, " step ", step + 1, " of ", steps));
       loss_sum += s.loss;
       loss_by_sample += s.loss * static_cast<double>(s.samples);
       outcome.times.compute_seconds += s.compute_seconds;
@@ -121,6 +141,10 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
                 rank_loss);
   }
   std::fflush(stdout);
+  if (run.ddp) {
+    const std::string bad = first_non_finite(run.model.module());
+    check_finite(run, bad.empty(), str_cat(bad, " holds NaN or inf at the end of epoch ", epoch + 1));
+  }
   outcome.loss = mean_loss_over_ranks(run, loss_sum, trained_batches, loss_by_sample, outcome.times.samples);
   return outcome;
 }

@@ -46,8 +46,10 @@ class Checkpointer {
  public:
   explicit Checkpointer(std::string directory, int keep_last = 3);
 
-  // Rank 0 (or the caller, without a group) writes; then every rank of `group` meets at a
-  // barrier, so none runs ahead of a checkpoint being written. Returns the file's path.
+  // Rank 0 (or the caller, without a group) writes; then every rank of `group` learns whether
+  // it did (one small all-reduce), so none runs ahead of a checkpoint being written and all
+  // throw when rank 0 could not write. Returns the file's path. A model holding NaN or inf is
+  // never written (InvalidArgumentError naming the tensor): the newest finite checkpoint stays.
   std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer, const TrainingProgress& progress,
                    ProcessGroup* group = nullptr);
 
@@ -64,6 +66,10 @@ class Checkpointer {
   std::string directory_;
   int keep_last_;
 };
+
+// The name of the first parameter or buffer of `model` holding NaN or inf; empty when all are
+// finite. One pass over the weights (what Checkpointer::save checks before writing).
+std::string first_non_finite(const torch::nn::Module& model);
 
 // Reads one checkpoint file without a checksum (e.g. one Python re-saved with torch.save).
 // Throws IoError for an unreadable file, InvalidArgumentError when its model entry does not

@@ -68,6 +68,17 @@ std::string verify(const std::string& path, const std::vector<char>& bytes) {
 
 }  // namespace
 
+std::string first_non_finite(const torch::nn::Module& model) {
+  torch::NoGradGuard no_grad;
+  for (const auto& item : model.named_parameters()) {
+    if (item.value().is_floating_point() && !torch::isfinite(item.value()).all().item<bool>()) return item.key();
+  }
+  for (const auto& item : model.named_buffers()) {
+    if (item.value().is_floating_point() && !torch::isfinite(item.value()).all().item<bool>()) return item.key();
+  }
+  return "";
+}
+
 Checkpointer::Checkpointer(std::string directory, int keep_last)
     : directory_(std::move(directory)), keep_last_(std::max(1, keep_last)) {}
 
@@ -75,8 +86,18 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
                                const TrainingProgress& progress, ProcessGroup* group) {
   std::string path = (fs::path(directory_) / file_name(progress.step)).string();
   std::exception_ptr failure;
+  // What rank 0 tells the others: 0 written, else the kind of its error.
+  enum Outcome : int { kWritten = 0, kIoFailure = 1, kRefused = 2 };
+  int outcome = kWritten;
   if (!group || group->rank() == 0) {
     try {
+      const std::string bad = first_non_finite(model);
+      if (!bad.empty()) {
+        throw InvalidArgumentError(str_cat("checkpoint at step ", progress.step, " not written to ", directory_, ": ",
+                                           bad,
+                                           " holds NaN or inf (training diverged; the newest finite checkpoint "
+                                           "stays: lower the learning rate and resume from it)"));
+      }
       fs::create_directories(directory_);
       const std::vector<char> bytes = serialize_checkpoint(model, optimizer, progress);
       write_file_atomically(path, bytes.data(), bytes.size(), "checkpoint");
@@ -89,13 +110,32 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
         fs::remove(complete[i] + kSidecar);
         fs::remove(complete[i]);
       }
+    } catch (const InvalidArgumentError&) {
+      failure = std::current_exception();
+      outcome = kRefused;
     } catch (...) {
       failure = std::current_exception();
+      outcome = kIoFailure;
     }
   }
-  // The others wait for rank 0 even when it failed (then it throws after the barrier).
-  if (group) group->barrier();
+  // The others wait for rank 0 even when it failed, and then fail too: a job whose checkpoint
+  // was not written stops on every rank, not only on the one that writes.
+  if (group) {
+    at::Tensor told = at::tensor({outcome}, at::kInt);
+    group->allreduce(told, ReduceOp::kMax);
+    outcome = told.item<int>();
+  }
   if (failure) std::rethrow_exception(failure);
+  if (outcome == kRefused) {
+    throw InvalidArgumentError(
+        str_cat("checkpoint at step ", progress.step, ": rank 0 refused to write it (the model holds NaN or inf)"),
+        FailureSite{group->rank(), 0, "checkpoint"});
+  }
+  if (outcome != kWritten) {
+    throw IoError(str_cat("checkpoint at step ", progress.step, ": rank 0 could not write it to ", directory_,
+                          " (its error says why)"),
+                  FailureSite{group->rank(), 0, "checkpoint"});
+  }
   return path;
 }
 

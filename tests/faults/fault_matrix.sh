@@ -310,6 +310,32 @@ case_checkpoint_other_model() {
   fi
 }
 
+# --- training that diverges ---------------------------------------------------------------------
+case_diverged_training() {
+  local dir=$work/diverged rc rc2 first after after2
+  local expect="the loss turns NaN on resume: exit 1 naming rank, epoch and step; with --allow-non-finite exit 0 and no checkpoint written from NaN; the finite one stays the newest"
+  local args=(--dataset synthetic --model mlp3 --log-interval 0 --max-train-samples 3200)
+  log=$work/diverged_training.log
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${args[@]}" --epochs 1 \
+    --checkpoint-dir "$dir" >"$log" 2>&1 || { verdict diverged_training FAIL "$expect" "the first epoch failed"; return; }
+  first=$(ls "$dir" | sort | tail -1)
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${args[@]}" --epochs 3 \
+    --checkpoint-dir "$dir" --resume --lr 1e4 --momentum 0.99 >"$log" 2>&1
+  rc=$?
+  after=$(ls "$dir" | sort | tail -1)
+  grep -q "rank 0: the loss is .*nan at epoch 2 step [0-9]* of [0-9]*: training diverged" "$log" || rc="$rc, no message"
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${args[@]}" --epochs 3 \
+    --checkpoint-dir "$dir" --resume --lr 1e4 --momentum 0.99 --allow-non-finite >"$log.allowed" 2>&1
+  rc2=$?
+  after2=$(ls "$dir" | sort | tail -1)
+  grep -q "not written: .* holds NaN or inf" "$log.allowed" || rc2="$rc2, no warning"
+  if [ "$rc" = 1 ] && [ "$rc2" = 0 ] && [ "$first" = "$after" ] && [ "$first" = "$after2" ]; then
+    verdict diverged_training PASS "$expect" "exit 1: $(grep -m1 -o 'the loss is [^:]*' "$log"); allowed: exit 0; newest still $first"
+  else
+    verdict diverged_training FAIL "$expect" "exit $rc, allowed exit $rc2; newest checkpoint $first -> $after -> $after2"
+  fi
+}
+
 # --- the store (Redis) goes away --------------------------------------------------------------
 case_redis_down_before_rendezvous() {
   local port rc t0 secs
@@ -471,7 +497,7 @@ NFT
 quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
   mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
-  checkpoint_all_damaged checkpoint_other_model redis_down_before_rendezvous redis_lost_after_rendezvous)
+  checkpoint_all_damaged checkpoint_other_model diverged_training redis_down_before_rendezvous redis_lost_after_rendezvous)
 slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
 if [ "$list" = 1 ]; then
   printf '%s (quick)\n' "${quick_cases[@]}"

@@ -10,10 +10,12 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -105,6 +107,51 @@ TEST(Checkpoint, RestoresModelOptimizerProgressAndRng) {
   ASSERT_EQ(checkpoints.list().size(), 1u);
   EXPECT_NE(checkpoints.list()[0].find("checkpoint-0000000120.pt"), std::string::npos);
   EXPECT_TRUE(fs::exists(checkpoints.list()[0] + ".crc32"));
+}
+
+// Divergence never rotates a good checkpoint out: a model holding NaN (or inf, in a buffer) is
+// refused with the tensor's name, on rank 0 and, told by rank 0, on every other rank too; the
+// finite checkpoint stays the newest.
+TEST(Checkpoint, RefusesNonFiniteWeightsOnEveryRank) {
+  testing::TempDir dir;
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net net;
+    torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+    Checkpointer checkpoints(dir.path());
+    TrainingProgress progress;
+    progress.step = 1;
+    checkpoints.save(*net, &sgd, progress, &group);
+    EXPECT_EQ(first_non_finite(*net), "");
+
+    {
+      torch::NoGradGuard no_grad;
+      net->fc2->weight[1][2] = std::nan("");
+    }
+    EXPECT_EQ(first_non_finite(*net), "fc2.weight");
+    progress.step = 2;
+    try {
+      checkpoints.save(*net, &sgd, progress, &group);
+      ADD_FAILURE() << "rank " << group.rank() << ": a model holding NaN was saved";
+    } catch (const InvalidArgumentError& e) {
+      if (group.rank() == 0) {
+        EXPECT_NE(std::string(e.what()).find("fc2.weight holds NaN or inf"), std::string::npos) << e.what();
+      } else {
+        EXPECT_NE(std::string(e.what()).find("rank 0 refused to write it"), std::string::npos) << e.what();
+        EXPECT_EQ(e.site().peer, 0);
+      }
+    }
+    {
+      torch::NoGradGuard no_grad;
+      net->fc2->weight[1][2] = 0.0;
+      net->named_buffers()["steps"].fill_(std::numeric_limits<float>::infinity());
+    }
+    EXPECT_EQ(first_non_finite(*net), "steps");
+    group.barrier();
+    if (group.rank() == 0) {
+      ASSERT_EQ(checkpoints.list().size(), 1u);
+      EXPECT_NE(checkpoints.list()[0].find("checkpoint-0000000001.pt"), std::string::npos);
+    }
+  });
 }
 
 // broadcast_training_state: a checkpoint sent through the group. Rank 1 trained differently
