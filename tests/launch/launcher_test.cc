@@ -1,5 +1,6 @@
 // ringrun end to end: real ringrun processes, real workers (ringhello and small shell scripts).
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -153,6 +154,28 @@ TEST(Ringrun, LogDirHoldsOneFilePerRank) {
     EXPECT_NE(log.find("err of " + std::to_string(rank)), std::string::npos) << log;
   }
   EXPECT_NE(r.out.find("[rank 1]: out of 1"), std::string::npos) << r.out;
+}
+
+// A worker's stdout is a pipe under ringrun; a program linked with ringtorch writes it a line at
+// a time, so a line printed without a flush arrives while the worker still runs.
+TEST(Ringrun, AWorkersLinesArriveWhileItRuns) {
+  auto p = start_ringrun(
+      {"--standalone", "--nproc_per_node", "1", "--use_env", build_path("tests/spawn_program"), "print_then_wait"});
+  std::string seen;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (seen.find("a line before waiting") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+    pollfd ready{p.stdout_fd(), POLLIN, 0};
+    if (::poll(&ready, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = ::read(p.stdout_fd(), buffer, sizeof(buffer));
+    if (n <= 0) break;
+    seen.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_NE(seen.find("[rank 0]: a line before waiting"), std::string::npos)
+      << "the line did not arrive within 30 s of a worker that sleeps 60 s after printing it: " << seen;
+  EXPECT_FALSE(p.poll().has_value()) << "the worker was meant to be still running";
+  p.signal(SIGTERM);
+  finish(p);
 }
 
 TEST(Ringrun, FailureOnOneNodeStopsTheOtherNode) {

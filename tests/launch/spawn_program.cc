@@ -14,6 +14,7 @@
 //   spawn_program not_reached        the children take another path and never reach spawn()
 //   spawn_program two_calls          spawn() twice; children of the second skip the first
 //   spawn_program after_thread_pool  the parent uses LibTorch's intra-op pool, then spawns
+//   spawn_program print_then_wait    prints a line without flushing, then sleeps 60 s (no spawn)
 //
 // The parent prints "caught: ..." and exits 3 when spawn() throws.
 #include <ATen/ATen.h>
@@ -174,6 +175,10 @@ int run(int argc, char** argv) {
     std::printf("between the calls\n");
     std::fflush(stdout);
     ringtorch::spawn([](int rank) { std::printf("second call, rank %d\n", rank); }, options);
+  } else if (scenario == "print_then_wait") {
+    // No flush: the line reaches a pipe at once only if stdout is line-buffered.
+    std::printf("a line before waiting\n");
+    sleep_seconds(60);
   } else if (scenario == "after_thread_pool") {
     // The parent's intra-op pool has threads now; a fork() without exec would copy none of them.
     at::set_num_threads(2);
