@@ -2,6 +2,7 @@
 
 #include <ringtorch/error.h>
 
+#include "rendezvous/exception_text.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {
@@ -17,7 +18,7 @@ auto DeadlineStore::forward(const char* op, const std::string& key, Fn&& fn) -> 
   } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
-    throw IoError(str_cat("store ", description_, ": ", op, "('", key, "') failed: ", e.what(),
+    throw IoError(str_cat("store ", description_, ": ", op, "('", key, "') failed: ", exception_text(e),
                           "; the process hosting the store may have exited or the network failed"));
   }
 }

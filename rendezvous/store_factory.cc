@@ -1,6 +1,8 @@
 #include "rendezvous/store_factory.h"
 
 #include <fcntl.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,10 +16,39 @@
 #include <ringtorch/redis_store.h>
 
 #include "rendezvous/deadline_store.h"
+#include "rendezvous/exception_text.h"
 #include "rendezvous/store_wait.h"
 
 namespace ringtorch {
 namespace {
+
+// Why the process that hosts a TCP store could not reach it through `host` (it connects to its
+// own server by that name): the name does not resolve, or none of its addresses is this
+// machine's (bind(2) to it fails), or else the port.
+std::string why_hosting_failed(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &found); error != 0) {
+    return str_cat("MASTER_ADDR ", host, " does not resolve (", ::gai_strerror(error),
+                   "): set --master_addr / MASTER_ADDR to node 0's address");
+  }
+  bool local = false;
+  for (addrinfo* a = found; a != nullptr && !local; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, 0);
+    if (fd < 0) continue;
+    local = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0;  // port 0 in the address: any free port
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (!local) {
+    return str_cat("MASTER_ADDR ", host,
+                   " is not an address of this machine, yet this process hosts the store (node 0 / rank 0): "
+                   "run node 0 where MASTER_ADDR points, or set --master_addr / MASTER_ADDR to this machine's address");
+  }
+  return str_cat("another job may hold port ", port, ": choose another MASTER_PORT / --master_port");
+}
 
 c10::intrusive_ptr<c10d::Store> open_tcp(const StoreRequest& r) {
   c10d::TCPStoreOptions options;
@@ -35,11 +66,11 @@ c10::intrusive_ptr<c10d::Store> open_tcp(const StoreRequest& r) {
     throw;
   } catch (const std::exception& e) {
     if (r.host_tcp_server) {
-      throw IoError(str_cat(r.context, "cannot host the TCP store on port ", r.method.port, ": ", e.what(),
-                            "; another job may hold the port: choose another MASTER_PORT / --master_port"));
+      throw IoError(str_cat(r.context, "cannot host the TCP store at ", r.method.host, ":", r.method.port, ": ",
+                            exception_text(e), "; ", why_hosting_failed(r.method.host, r.method.port)));
     }
     throw IoError(str_cat(r.context, "cannot reach the TCP store at ", r.method.host, ":", r.method.port, " within ",
-                          format_duration_ms(r.timeout.count()), ": ", e.what(),
+                          format_duration_ms(r.timeout.count()), ": ", exception_text(e),
                           "; check MASTER_ADDR/MASTER_PORT and that rank 0 (or the launcher on node 0) is running, or ",
                           kRaiseTimeoutHint));
   }
@@ -69,7 +100,7 @@ c10::intrusive_ptr<c10d::Store> open_file(const StoreRequest& r) {
     file->setTimeout(r.timeout);
     return c10::make_intrusive<DeadlineStore>(file, "file://" + r.method.path, r.timeout);
   } catch (const std::exception& e) {
-    throw IoError(str_cat(r.context, "cannot open file store '", r.method.path, "': ", e.what()));
+    throw IoError(str_cat(r.context, "cannot open file store '", r.method.path, "': ", exception_text(e)));
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <ringtorch/error.h>
 
+#include "base/log.h"
 #include "runtime/launch/launch_agent.h"
 #include "runtime/launch/timeline_parts.h"
 #include "runtime/trace/flight_analysis.h"
@@ -70,7 +71,9 @@ void LaunchAgent::report_flight_recorder() {
                 placement_.flight_recorder_dir, " (ringtrace ", placement_.flight_recorder_dir,
                 " --json for all of it)", several_nodes() ? "; other nodes' ranks write theirs on their nodes" : ""));
   } catch (const std::exception& e) {
-    log(str_cat("flight recorder: nothing to report (", e.what(), ")"));
+    // Nothing recorded (no worker is a ringtorch program, or none got that far): not worth a
+    // line after a failure, whose cause must stay in sight.
+    log_line(LogLevel::kDebug, str_cat("flight recorder: nothing to report (", e.what(), ")"), "ringrun");
   }
 }
 

@@ -71,7 +71,7 @@ void LaunchAgent::open_store() {
   const auto timeout = config_.timeout.value_or(kDefaultTimeout);
   StoreRequest request;
   request.timeout = timeout;
-  request.context = "[ringrun] ";
+  request.context = "";  // main() says "ringrun: " before a failure
   if (config_.rdzv_endpoint.empty()) {
     request.method.scheme = InitScheme::kTcp;
     request.method.host = config_.master_addr;
@@ -175,13 +175,13 @@ void LaunchAgent::start_workers(int restart) {
     logs_.clear();
     logs_first_rank_ = rank_of(0);
     if (::mkdir(config_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw IoError(str_cat("[ringrun] --log_dir ", config_.log_dir, ": ", errno_text(errno)));
+      throw IoError(str_cat("--log_dir ", config_.log_dir, ": ", errno_text(errno)));
     }
     for (int l = 0; l < config_.nproc_per_node; ++l) {
       const int rank = rank_of(l);
       std::string path = str_cat(config_.log_dir, "/rank_", rank, ".log");
       std::FILE* f = std::fopen(path.c_str(), "a");
-      if (!f) throw IoError(str_cat("[ringrun] cannot open log file ", path, ": ", errno_text(errno)));
+      if (!f) throw IoError(str_cat("--log_dir: cannot open log file ", path, ": ", errno_text(errno)));
       logs_.push_back(f);
     }
   }
@@ -543,10 +543,12 @@ int LaunchAgent::run_generations() {
           end_generation_workers();
           continue;
         }
-        log(str_cat(what, "; stopping the others; no restarts left (--max_restarts ", config_.max_restarts,
-                    "), exiting with ", failure.status.shell_code()));
+        // The cause is the last line a user sees: the flight recorder's summary and the others'
+        // last words come first.
         report_flight_recorder();
         stop_workers(SIGTERM);
+        log(str_cat(what, "; stopped the others; no restarts left (--max_restarts ", config_.max_restarts,
+                    "), exiting with ", failure.status.shell_code()));
         return failure.status.shell_code();
       }
     }

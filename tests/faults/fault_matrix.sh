@@ -336,6 +336,23 @@ case_diverged_training() {
   fi
 }
 
+# --- messages that must not mislead ----------------------------------------------------------------
+case_master_addr_wrong() {
+  local rc last
+  local expect="node 0 given a MASTER_ADDR that is not this machine's: exit 1, the last line names the address and says so, one prefix"
+  log=$work/master_addr_wrong.log
+  timeout 60 "$ringrun" --nnodes 1 --nproc_per_node 1 --master_addr 192.0.2.1 --master_port "$(free_port)" --timeout 3 \
+    "$ringtrain" "${train_args[@]}" --epochs 1 >"$log" 2>&1
+  rc=$?
+  last=$(grep -v '^[WE][0-9]\{8\} ' "$log" | tail -1)  # LibTorch's own glog lines aside
+  if [ "$rc" = 1 ] && [[ "$last" == *"MASTER_ADDR 192.0.2.1 is not an address of this machine"* ]] &&
+    ! grep -q "ringrun: \[ringrun\]" "$log"; then
+    verdict master_addr_wrong PASS "$expect" "exit 1: $(echo "$last" | grep -o 'MASTER_ADDR 192.0.2.1 is not[^,]*')"
+  else
+    verdict master_addr_wrong FAIL "$expect" "exit $rc; last line: $(echo "$last" | cut -c1-150)"
+  fi
+}
+
 # --- the store (Redis) goes away --------------------------------------------------------------
 case_redis_down_before_rendezvous() {
   local port rc t0 secs
@@ -497,7 +514,7 @@ NFT
 quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
   mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
-  checkpoint_all_damaged checkpoint_other_model diverged_training redis_down_before_rendezvous redis_lost_after_rendezvous)
+  checkpoint_all_damaged checkpoint_other_model diverged_training master_addr_wrong redis_down_before_rendezvous redis_lost_after_rendezvous)
 slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
 if [ "$list" = 1 ]; then
   printf '%s (quick)\n' "${quick_cases[@]}"
