@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
+    ringtorch::take_redis_password(config);
     // RINGTORCH_TIMELINE names the file ringrun merges the workers' timelines into; ringrun
     // itself records nothing there.
     ringtorch::Timeline::release_environment_file();

@@ -100,8 +100,10 @@ void RedisStore::authenticate_and_select_locked() {
       std::string text(reply->str, reply->len);
       context_.reset();
       if (is_auth_error(text)) {
-        throw InvalidArgumentError(str_cat("store ", description_, ": the Redis server refused the credentials (", text,
-                                           "); check USER:PASSWORD in redis://USER:PASSWORD@HOST:PORT"));
+        throw InvalidArgumentError(
+            str_cat("store ", description_, ": the Redis server refused the credentials (", text,
+                    "); check the password (RINGTORCH_REDIS_PASSWORD, ringrun's --rdzv_conf password_file, or "
+                    "redis://USER:PASSWORD@HOST:PORT)"));
       }
       throw IoError(str_cat("store ", description_, ": ", what, " failed: ", text));
     }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
@@ -110,6 +111,12 @@ c10::intrusive_ptr<c10d::Store> open_redis(const StoreRequest& r) {
   options.port = r.method.port;
   options.user = r.method.user;
   options.password = r.method.password;
+  // The safe ways to give it (docs/rendezvous.md): a URL on a command line is readable by every
+  // local user; the environment only by this user.
+  if (const char* from_environment = std::getenv("RINGTORCH_REDIS_PASSWORD");
+      options.password.empty() && from_environment != nullptr) {
+    options.password = from_environment;
+  }
   options.db = r.method.db;
   options.attempt_timeout = std::min(options.attempt_timeout, r.timeout);
   try {

@@ -12,6 +12,7 @@
 #include "apps/trainer/device_selection.h"
 #include "base/command_line.h"
 #include "base/parse.h"
+#include "base/small_file.h"
 
 namespace ringtorch {
 namespace {
@@ -23,6 +24,9 @@ constexpr double kLargestFloat = std::numeric_limits<float>::max();
 // A job config is flat (a list at most); deeper values are refused while parsing, before
 // anything recurses over them (nlohmann's dump() of a value 100000 deep overflowed the stack).
 constexpr int kMaxDepth = 8;
+
+// A job config is a page of flags; a file far larger is another file named by mistake.
+constexpr size_t kMaxJobConfigBytes = 1 << 20;
 
 }  // namespace
 
@@ -175,10 +179,7 @@ void apply_job_config(const std::string& text, const std::string& source, Traine
 }
 
 void apply_job_config_file(const std::string& path, TrainerOptions& o, RendezvousOptions& rdzv_options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError("--config " + path + ": cannot read it");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  apply_job_config(text, path, o, rdzv_options);
+  apply_job_config(read_small_file(path, kMaxJobConfigBytes, "--config"), path, o, rdzv_options);
 }
 
 }  // namespace ringtorch

@@ -1,9 +1,16 @@
 #include "runtime/launch/launch_config.h"
 
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
 #include <ringtorch/error.h>
+#include <ringtorch/str_cat.h>
 
 #include "base/command_line.h"
+#include "base/log.h"
 #include "base/parse.h"
+#include "base/small_file.h"
 #include "rendezvous/elastic_settings.h"
 #include "rendezvous/init_method.h"
 
@@ -25,6 +32,22 @@ void parse_nnodes(const std::string& value, LaunchConfig* c) {
   }
 }
 
+// --rdzv_conf K=V,...: password_file is the launcher's own (a path, not a rendezvous setting);
+// the rest are ElasticSettings.
+void parse_rdzv_conf_flag(const std::string& text, LaunchConfig* c) {
+  std::stringstream items(text);
+  std::string item, rest;
+  while (std::getline(items, item, ',')) {
+    if (item.rfind("password_file=", 0) == 0) {
+      c->redis_password_file = item.substr(std::strlen("password_file="));
+      if (c->redis_password_file.empty()) throw InvalidArgumentError("--rdzv_conf password_file=: give a path");
+    } else {
+      rest += (rest.empty() ? "" : ",") + item;
+    }
+  }
+  parse_rdzv_conf(rest, &c->rdzv_conf);
+}
+
 }  // namespace
 
 LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help) {
@@ -35,7 +58,7 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
   cli.option("--nproc_per_node",
              [&](const std::string& v) { c.nproc_per_node = parse_int_in_range(v, 1, 1 << 12, "--nproc_per_node"); })
       .option("--nnodes", [&](const std::string& v) { parse_nnodes(v, &c); })
-      .repeatable("--rdzv_conf", [&](const std::string& v) { parse_rdzv_conf(v, &c.rdzv_conf); })
+      .repeatable("--rdzv_conf", [&](const std::string& v) { parse_rdzv_conf_flag(v, &c); })
       .option("--node_rank",
               [&](const std::string& v) { c.node_rank = parse_int_in_range(v, 0, 1 << 16, "--node_rank"); })
       .option("--master_addr", [&](const std::string& v) { c.master_addr = v; })
@@ -91,11 +114,34 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
     InitMethod m = parse_init_method(c.rdzv_endpoint);
     if (m.scheme == InitScheme::kEnv)
       throw InvalidArgumentError("--rdzv_endpoint env:// names no store; give tcp://, file:// or redis://");
+    c.password_on_command_line = !m.password.empty();
+    if (!c.redis_password_file.empty() && m.scheme != InitScheme::kRedis) {
+      throw InvalidArgumentError("--rdzv_conf password_file: only a redis:// --rdzv_endpoint takes a password");
+    }
+  } else if (!c.redis_password_file.empty()) {
+    throw InvalidArgumentError("--rdzv_conf password_file: only a redis:// --rdzv_endpoint takes a password");
   }
   if (!c.run_id.empty() && c.run_id.find('/') != std::string::npos) {
     throw InvalidArgumentError("--run_id " + c.run_id + ": must not contain '/'");
   }
   return c;
+}
+
+void take_redis_password(const LaunchConfig& config) {
+  if (config.password_on_command_line) {
+    log_line(LogLevel::kWarning,
+             "the Redis password is in --rdzv_endpoint, on ringrun's command line, which every user of this machine "
+             "can read (/proc/PID/cmdline); give it in RINGTORCH_REDIS_PASSWORD or --rdzv_conf password_file=PATH",
+             "ringrun");
+  }
+  if (config.redis_password_file.empty()) return;
+  const std::string what = "--rdzv_conf password_file";
+  std::string text = read_small_file(config.redis_password_file, 4096, what);
+  text = text.substr(0, text.find('\n'));
+  if (!text.empty() && text.back() == '\r') text.pop_back();
+  if (text.empty())
+    throw InvalidArgumentError(str_cat(what, " ", config.redis_password_file, ": its first line is empty"));
+  ::setenv("RINGTORCH_REDIS_PASSWORD", text.c_str(), 1);
 }
 
 std::string launch_usage() {
@@ -113,7 +159,9 @@ hosts the rendezvous store. Each output line of a worker is prefixed "[rank N]: 
                          then by their id; with tcp:// node 0 hosts the store
   --rdzv_conf K=V,...    rendezvous settings in seconds: join_timeout (600), last_call_timeout
                          (30), keep_alive_interval (5), keep_alive_max_attempt (3),
-                         admit_interval (10)
+                         admit_interval (10); and password_file=PATH: the Redis password is
+                         the file's first line (or set RINGTORCH_REDIS_PASSWORD), never
+                         needed in the URL, which every local user can read
   --master_addr HOST     address of node 0 (default 127.0.0.1)
   --master_port PORT     port of the store on node 0 (default 29500)
   --rdzv_endpoint URL    the store instead: tcp://HOST:PORT (hosted by node 0), file:///PATH,

@@ -23,6 +23,12 @@ struct LaunchConfig {
   // Where the store lives: empty (tcp://master_addr:master_port, hosted by node 0), or a
   // tcp:// (hosted by node 0), file:// or redis:// URL. "HOST:PORT" means tcp://HOST:PORT.
   std::string rdzv_endpoint;
+  // --rdzv_conf password_file=PATH: a file whose first line is the Redis password, read at
+  // start and handed to ringrun's store and its workers as RINGTORCH_REDIS_PASSWORD, so the
+  // password never needs the command line (/proc/PID/cmdline is readable by every local user).
+  std::string redis_password_file;
+  // The --rdzv_endpoint URL carries a password (ringrun warns: use one of the ways above).
+  bool password_on_command_line = false;
   bool standalone = false;  // one node, store on 127.0.0.1 at a free port
   int max_restarts = 0;
   std::string log_dir;  // empty: no log files
@@ -36,6 +42,13 @@ struct LaunchConfig {
   std::chrono::milliseconds monitor_interval{100};
   std::vector<std::string> program;  // the program and its arguments
 };
+
+// Where the Redis password comes from, before anything starts: --rdzv_conf password_file's
+// first line goes into this process's RINGTORCH_REDIS_PASSWORD (so the store and the workers,
+// which inherit it, use it); a password in the --rdzv_endpoint URL gets a warning. Call it while
+// the process has one thread (it sets an environment variable). Throws for an unreadable,
+// empty or oversized file.
+void take_redis_password(const LaunchConfig& config);
 
 // Throws InvalidArgumentError naming the flag and the value. `--help` yields help = true.
 LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help);

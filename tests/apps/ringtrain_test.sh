@@ -88,6 +88,11 @@ echo '{"modle": "mlp"}' > "$dir/bad2.json"
 expect_error "key 'modle' = \"mlp\": unknown key" --config "$dir/bad2.json"
 echo '{"model": ' > "$dir/bad3.json"
 expect_error "--config $dir/bad3.json: not valid JSON" --config "$dir/bad3.json"
+# Inputs are regular files read with a bound: a directory, a device or a huge file is refused at once.
+expect_error "--config $dir: not a regular file" --config "$dir"
+expect_error "--config /dev/zero: not a regular file" --config /dev/zero
+head -c 2000000 /dev/zero > "$dir/huge.json"
+expect_error "--config $dir/huge.json: 2000000 bytes; at most 1048576 are read" --config "$dir/huge.json"
 # Issue 18's findings, each of which passed as success or crashed before.
 /usr/bin/python3 -c 'print("{\"x\": " + "[" * 100000 + "]" * 100000 + "}")' > "$dir/deep.json"
 expect_error "--config $dir/deep.json: .*values nest deeper than 8 levels" --config "$dir/deep.json"

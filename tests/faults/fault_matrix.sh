@@ -372,6 +372,38 @@ case_redis_down_before_rendezvous() {
   fi
 }
 
+case_redis_password_private() {
+  local port redis job rc p leaked="" checked=0
+  local expect="the Redis password from --rdzv_conf password_file: on no process's command line, in no output; the job exits 0"
+  command -v redis-server >/dev/null || { verdict redis_password_private SKIP "$expect" "no redis-server"; return; }
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --requirepass secretpw7 --save "" --appendonly no --daemonize no \
+    >/dev/null 2>&1 &
+  redis=$!
+  background+=($redis)
+  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  (umask 077 && echo secretpw7 >"$work/redis.pw")
+  log=$work/redis_password_private.log
+  setsid "$ringrun" --nproc_per_node 2 --use_env --run_id "pw-$tag" --rdzv_endpoint "redis://127.0.0.1:$port/0" \
+    --rdzv_conf "password_file=$work/redis.pw" --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" --epochs 10 \
+    >"$log" 2>&1 &
+  job=$!
+  background+=($job)
+  wait_for "$log" "Epoch \[1/" 120 || { verdict redis_password_private FAIL "$expect" "training never started"; cleanup_case; return; }
+  for p in $job $(children_of "$job"); do
+    checked=$((checked + 1))
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q secretpw7 && leaked="$leaked $p"
+  done
+  wait_exit "$job" 120
+  rc=$status
+  if [ "$rc" = 0 ] && [ -z "$leaked" ] && ! grep -q secretpw7 "$log" && ! grep -q "warning: the Redis password" "$log"; then
+    verdict redis_password_private PASS "$expect" "exit 0; the command lines of $checked processes (ringrun, its workers) checked while training: none holds it"
+  else
+    verdict redis_password_private FAIL "$expect" "exit $rc; on the command line of:${leaked:- none}"
+  fi
+  cleanup_case
+}
+
 case_redis_lost_after_rendezvous() {
   local port redis rc0 rc1 i
   local expect="Redis (with a password) killed mid-training under 2 ringruns: the workers (Gloo, not the store) finish; both ringruns name the lost store, never the password; exit 0"
@@ -514,7 +546,7 @@ NFT
 quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
   mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
-  checkpoint_all_damaged checkpoint_other_model diverged_training master_addr_wrong redis_down_before_rendezvous redis_lost_after_rendezvous)
+  checkpoint_all_damaged checkpoint_other_model diverged_training master_addr_wrong redis_down_before_rendezvous redis_password_private redis_lost_after_rendezvous)
 slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
 if [ "$list" = 1 ]; then
   printf '%s (quick)\n' "${quick_cases[@]}"

@@ -178,6 +178,52 @@ TEST(Ringrun, AWorkersLinesArriveWhileItRuns) {
   finish(p);
 }
 
+// The Redis password needs no command line: a file named in --rdzv_conf, or the environment;
+// a password in the URL still works, with a warning; a password file that is not one is refused.
+TEST(Ringrun, TheRedisPasswordComesFromAFileOrTheEnvironment) {
+  std::string why;
+  auto redis = testing::RedisServer::start("filepw", &why);
+  if (!redis) GTEST_SKIP() << why;
+  TempDir dir;
+  const std::string endpoint = "redis://127.0.0.1:" + std::to_string(redis->port()) + "/0";
+  { std::ofstream(dir.file("pw")) << "filepw\n"; }
+  auto with_file = ringrun({"--nproc_per_node", "1", "--rdzv_endpoint", endpoint, "--run_id", "pw-file", "--rdzv_conf",
+                            "password_file=" + dir.file("pw") + ",join_timeout=30", "--timeout", "20",
+                            build_path("apps/ringhello")});
+  EXPECT_EQ(with_file.status.code, 0) << with_file.err;
+  EXPECT_EQ(with_file.err.find("filepw"), std::string::npos) << "the password was printed: " << with_file.err;
+
+  SubprocessOptions spawn;
+  spawn.argv = {build_path("apps/ringrun"),
+                "--nproc_per_node",
+                "1",
+                "--rdzv_endpoint",
+                endpoint,
+                "--run_id",
+                "pw-env",
+                "--timeout",
+                "20",
+                build_path("apps/ringhello")};
+  spawn.env["RINGTORCH_REDIS_PASSWORD"] = "filepw";
+  auto env_process = Subprocess::spawn(spawn);
+  auto with_env = finish(env_process);
+  EXPECT_EQ(with_env.status.code, 0) << with_env.err;
+
+  auto in_url = ringrun({"--nproc_per_node", "1", "--rdzv_endpoint", redis->url("/0"), "--run_id", "pw-url",
+                         "--timeout", "20", build_path("apps/ringhello")});
+  EXPECT_EQ(in_url.status.code, 0) << in_url.err;
+  EXPECT_NE(in_url.err.find("[ringrun] warning: the Redis password is in --rdzv_endpoint"), std::string::npos)
+      << in_url.err;
+
+  auto not_a_file = ringrun({"--nproc_per_node", "1", "--rdzv_endpoint", endpoint, "--rdzv_conf",
+                             "password_file=" + dir.path(), build_path("apps/ringhello")});
+  EXPECT_NE(not_a_file.status.code, 0);
+  EXPECT_NE(not_a_file.err.find("password_file " + dir.path() + ": not a regular file"), std::string::npos)
+      << not_a_file.err;
+  auto not_redis = ringrun({"--standalone", "--rdzv_conf", "password_file=" + dir.file("pw"), "sh", "-c", "true"});
+  EXPECT_EQ(not_redis.status.code, 2) << not_redis.err;
+}
+
 TEST(Ringrun, FailureOnOneNodeStopsTheOtherNode) {
   const std::string port = std::to_string(free_port());
   auto node0 = start_ringrun({"--nnodes", "2", "--node_rank", "0", "--nproc_per_node", "1", "--master_port", port,
