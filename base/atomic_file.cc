@@ -1,10 +1,13 @@
 #include "base/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 
 #include <ringtorch/error.h>
@@ -54,6 +57,27 @@ void write_file_atomically(const std::string& path, const char* data, size_t siz
     ::fsync(dir);
     ::close(dir);
   }
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& directory) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const auto now = fs::file_time_type::clock::now();
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    const size_t marker = name.rfind(".tmp.");
+    if (name.empty() || name[0] != '.' || marker == std::string::npos) continue;
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + marker + 5, &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '.') continue;
+    const bool writer_runs = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+    std::error_code time_error;
+    const auto written = fs::last_write_time(entry.path(), time_error);
+    if (writer_runs || time_error || now - written < std::chrono::minutes(1)) continue;
+    if (fs::remove(entry.path(), time_error)) removed.push_back(entry.path().string());
+  }
+  return removed;
 }
 
 }  // namespace ringtorch

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace ringtorch {
 
@@ -16,5 +17,11 @@ void write_file_atomically(const std::string& path, const char* data, size_t siz
 inline void write_file_atomically(const std::string& path, const std::string& content, const std::string& what) {
   write_file_atomically(path, content.data(), content.size(), what);
 }
+
+// Removes from `directory` the temporary files of writers that died mid-write (".NAME.tmp.<pid>.<n>"
+// whose process no longer runs on this host and which nobody wrote to for a minute: a writer
+// killed between create and rename leaves one, and no later write would). Returns the paths
+// removed. Errors are ignored: it only tidies.
+std::vector<std::string> remove_stale_temporaries(const std::string& directory);
 
 }  // namespace ringtorch

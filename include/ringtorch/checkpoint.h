@@ -18,11 +18,11 @@
 //   "metadata"         {str: str}
 // Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
 // Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
-// absent; one whose sidecar is missing or does not match is skipped on load with a warning
-// naming the file, and the previous one is used. Format 1 (the earliest) kept LibTorch's
-// optimizer archive, a TorchScript module, as bytes under "optimizer": its weights and position
-// still load, its optimizer state is skipped with a warning (loading it compiles the code stored
-// in the file, and damaged code crashed that compiler).
+// absent (a temporary file left by a writer killed mid-save is removed by the next Checkpointer); one whose sidecar is
+// missing or does not match is skipped on load with a warning naming the file, and the previous one is used. Format 1
+// (the earliest) kept LibTorch's optimizer archive, a TorchScript module, as bytes under "optimizer": its weights and
+// position still load, its optimizer state is skipped with a warning (loading it compiles the code stored in the file,
+// and damaged code crashed that compiler).
 //
 // Thread-safety: none; one training thread. Every rank must see the directory to resume (rank 0
 // writes it): progress and optimizer state are read by each rank, not broadcast.
@@ -63,8 +63,13 @@ class Checkpointer {
   const std::string& directory() const { return directory_; }
 
  private:
+  // Once per Checkpointer, before its first save or load: removes the temporary files that
+  // writers killed mid-save left in the directory (base/atomic_file.h).
+  void tidy();
+
   std::string directory_;
   int keep_last_;
+  bool tidied_ = false;
 };
 
 // The name of the first parameter or buffer of `model` holding NaN or inf; empty when all are

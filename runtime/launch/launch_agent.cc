@@ -148,6 +148,10 @@ std::optional<int> LaunchAgent::join_generation() {
   // One directory for the whole job: workers that recover in their processes keep the one they
   // started with. The report reads only the files written since the generation began.
   placement_.flight_recorder_dir = flight_recorder_directory(run_id_, config_.log_dir);
+  // Made here, so that a directory another user holds is said once, before the workers start.
+  if (std::string why = make_flight_recorder_directory(placement_.flight_recorder_dir); !why.empty()) {
+    log_line(LogLevel::kWarning, "flight recorder: " + why, "ringrun");
+  }
   placement_.node_rank = generation_.node_rank;
   placement_.nnodes = static_cast<int>(generation_.nodes.size());
   placement_.first_rank = generation_.first_rank();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -254,11 +255,44 @@ ScopedOperationLabel::ScopedOperationLabel(std::string label) : previous_(std::m
 ScopedOperationLabel::~ScopedOperationLabel() { t_operation_label = std::move(previous_); }
 const std::string& ScopedOperationLabel::current() { return t_operation_label; }
 
+namespace {
+
+// $TMPDIR/ringtorch-flight-recorder-<uid>: the parent of every default directory of this user.
+std::string private_base() {
+  const char* tmp = std::getenv("TMPDIR");
+  return str_cat(tmp && *tmp ? tmp : "/tmp", "/ringtorch-flight-recorder-", ::geteuid());
+}
+
+}  // namespace
+
 std::string flight_recorder_directory(const std::string& run_id, const std::string& log_dir) {
   if (const char* dir = std::getenv("RINGTORCH_FLIGHT_RECORDER_DIR"); dir && *dir) return dir;
   if (!log_dir.empty()) return log_dir + "/flight_recorder";
-  const char* tmp = std::getenv("TMPDIR");
-  return str_cat(tmp && *tmp ? tmp : "/tmp", "/ringtorch-flight-recorder/", run_id);
+  return str_cat(private_base(), "/", run_id);
+}
+
+std::string make_flight_recorder_directory(const std::string& directory) {
+  const std::string base = private_base();
+  const std::string cannot = str_cat("cannot write to ", directory, ": ");
+  const char* const hint = " (remove it, or set RINGTORCH_FLIGHT_RECORDER_DIR)";
+  if (directory.rfind(base + "/", 0) == 0) {
+    if (::mkdir(base.c_str(), 0700) != 0 && errno != EEXIST) {
+      return str_cat(cannot, "making ", base, ": ", errno_text(errno), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
+    }
+    struct stat st {};
+    if (::lstat(base.c_str(), &st) != 0) return str_cat(cannot, base, ": ", errno_text(errno));
+    if (!S_ISDIR(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      return str_cat(cannot, base, " is not this user's private directory (",
+                     S_ISDIR(st.st_mode) ? "" : "not a directory, ", "owner uid ", st.st_uid, ", mode ", mode, ")",
+                     hint);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(directory, ec);
+  if (ec) return str_cat(cannot, ec.message(), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
+  return "";
 }
 
 std::string flight_recorder_directory() {
@@ -291,9 +325,7 @@ std::string dump_flight_recorders(const std::string& reason) {
     std::map<int, std::vector<std::shared_ptr<FlightRecorder>>> by_rank;
     for (auto& recorder : live) by_rank[recorder->process_rank()].push_back(recorder);
     const std::string directory = flight_recorder_directory();
-    std::error_code ec;
-    std::filesystem::create_directories(directory, ec);
-    if (ec) return str_cat("cannot write to ", directory, ": ", ec.message(), " (set RINGTORCH_FLIGHT_RECORDER_DIR)");
+    if (std::string why = make_flight_recorder_directory(directory); !why.empty()) return why;
     std::string written;
     const char* run = std::getenv("RINGTORCH_RUN_ID");
     for (const auto& [rank, recorders] : by_rank) {

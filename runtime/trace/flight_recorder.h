@@ -17,7 +17,7 @@
 // Settings (environment):
 //   RINGTORCH_FLIGHT_RECORDER_SIZE=N  operations kept per group (default 512; 0: no recorder)
 //   RINGTORCH_FLIGHT_RECORDER_DIR=DIR where files go (default: ringrun's --log_dir/flight_recorder,
-//                                     else $TMPDIR/ringtorch-flight-recorder/<run id>)
+//                                     else $TMPDIR/ringtorch-flight-recorder-<uid>/<run id>)
 // Memory is constant: N entries per group, whose strings keep their capacity when reused.
 //
 // File format (docs/observability.md): {"format":"ringtorch-flight-recorder","version":1,
@@ -120,12 +120,17 @@ class FlightRecorder {
   uint64_t refused_ = 0;    // guarded by mutex_
 };
 
-// Where dumps go: RINGTORCH_FLIGHT_RECORDER_DIR, else $TMPDIR (or /tmp)/ringtorch-flight-recorder/
-// <RINGTORCH_RUN_ID, or pid-<pid>>.
+// Where dumps go: RINGTORCH_FLIGHT_RECORDER_DIR, else $TMPDIR (or /tmp)/ringtorch-flight-recorder-
+// <uid>/<RINGTORCH_RUN_ID, or pid-<pid>>: a directory of this user's own, made 0700, so another
+// user can neither read the dumps nor have made the directory first.
 std::string flight_recorder_directory();
 // The same rule for a launcher, which knows its workers' run id (and may have a log directory,
 // empty: none, which wins over the default).
 std::string flight_recorder_directory(const std::string& run_id, const std::string& log_dir);
+// Makes `directory` (and its parents) where missing. Under the per-user default it first makes
+// that user's directory 0700 and checks that it is a real directory owned by this user and
+// closed to others. Returns "" or why not, as "cannot write to DIR: <why> (set ...)".
+std::string make_flight_recorder_directory(const std::string& directory);
 // The file of process rank `rank` in `directory`: "<directory>/rank<R>.json".
 std::string flight_recorder_file(const std::string& directory, int rank);
 // Wall clock, microseconds since the epoch: the time base of dumps (dumped_us and entry times).

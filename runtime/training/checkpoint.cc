@@ -91,6 +91,7 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
   int outcome = kWritten;
   if (!group || group->rank() == 0) {
     try {
+      tidy();
       const std::string bad = first_non_finite(model);
       if (!bad.empty()) {
         throw InvalidArgumentError(str_cat("checkpoint at step ", progress.step, " not written to ", directory_, ": ",
@@ -139,6 +140,14 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
   return path;
 }
 
+void Checkpointer::tidy() {
+  if (tidied_) return;
+  tidied_ = true;
+  for (const std::string& path : remove_stale_temporaries(directory_)) {
+    log_warning(str_cat("removed ", path, ": the temporary file of a checkpoint write that did not finish"));
+  }
+}
+
 std::vector<std::string> Checkpointer::list() const {
   std::vector<std::string> found;
   std::error_code ec;
@@ -156,6 +165,7 @@ std::vector<std::string> Checkpointer::list() const {
 
 std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& model,
                                                           torch::optim::Optimizer* optimizer) {
+  tidy();
   std::vector<std::string> candidates;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(directory_, ec)) {

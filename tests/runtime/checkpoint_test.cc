@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -152,6 +153,35 @@ TEST(Checkpoint, RefusesNonFiniteWeightsOnEveryRank) {
       EXPECT_NE(checkpoints.list()[0].find("checkpoint-0000000001.pt"), std::string::npos);
     }
   });
+}
+
+// A save killed between creating its temporary file and renaming it leaves ".NAME.tmp.PID.N";
+// the next Checkpointer removes those of dead writers (a minute old), never a live writer's.
+TEST(Checkpoint, RemovesTheTemporaryFilesOfDeadWriters) {
+  testing::TempDir dir;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ::waitpid(child, nullptr, 0);  // its pid now names no process
+  int written = 0;
+  auto make = [&](pid_t pid, int minutes_old) {
+    const std::string path =
+        dir.path() + "/.checkpoint-0000000007.pt.tmp." + std::to_string(pid) + "." + std::to_string(written++);
+    std::ofstream(path) << "half a checkpoint";
+    fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::minutes(minutes_old));
+    return path;
+  };
+  const std::string dead = make(child, 5), live = make(::getpid(), 5), fresh = make(child, 0);
+  Net net;
+  Checkpointer checkpoints(dir.path());
+  StderrCapture err;
+  EXPECT_FALSE(checkpoints.load_latest(*net, nullptr).has_value());
+  const std::string said = err.finish();
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_TRUE(fs::exists(live)) << "a running writer's file was removed";
+  EXPECT_TRUE(fs::exists(fresh)) << "a file written to a moment ago was removed";
+  EXPECT_NE(said.find("removed " + dead + ": the temporary file of a checkpoint write that did not finish"),
+            std::string::npos)
+      << said;
 }
 
 // broadcast_training_state: a checkpoint sent through the group. Rank 1 trained differently

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -91,6 +92,29 @@ TEST(FlightRecorder, SizeComesFromTheEnvironment) {
             std::string::npos);
   size.set(std::nullopt);
   EXPECT_EQ(FlightRecorder::capacity_from_environment(), 512u);
+}
+
+// The default directory is this user's own and closed to others: made 0700, and one made by
+// someone else (or left open) is refused with the reason, never written into.
+TEST(FlightRecorder, TheDefaultDirectoryIsPrivateToTheUser) {
+  TempDir tmp;
+  testing::ScopedEnvironment tmpdir("TMPDIR", tmp.path());
+  testing::ScopedEnvironment chosen("RINGTORCH_FLIGHT_RECORDER_DIR", std::nullopt);
+  const std::string base = tmp.path() + "/ringtorch-flight-recorder-" + std::to_string(::geteuid());
+  const std::string directory = flight_recorder_directory("run7", "");
+  EXPECT_EQ(directory, base + "/run7");
+  EXPECT_EQ(make_flight_recorder_directory(directory), "");
+  struct stat st {};
+  ASSERT_EQ(::stat(base.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(::stat(directory.c_str(), &st), 0);
+
+  ASSERT_EQ(::chmod(base.c_str(), 0755), 0);  // as a shared /tmp directory was made before
+  const std::string why = make_flight_recorder_directory(base + "/run8");
+  EXPECT_NE(why.find("is not this user's private directory"), std::string::npos) << why;
+  EXPECT_NE(why.find("mode 0755"), std::string::npos) << why;
+  EXPECT_NE(::access((base + "/run8").c_str(), F_OK), 0) << "it wrote into an open directory";
+  EXPECT_EQ(flight_recorder_directory("run7", "/var/log/job"), "/var/log/job/flight_recorder");
 }
 
 // Writes a dump file as a rank's process would.
