@@ -59,6 +59,23 @@ void write_file_atomically(const std::string& path, const char* data, size_t siz
   }
 }
 
+void check_writable(const std::string& path, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::string directory = fs::path(path).parent_path().string();
+  if (directory.empty()) directory = ".";
+  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
+    throw IoError(str_cat(what, " ", path, ": cannot be written: ", errno_text(errno)));
+  }
+  const std::string probe = str_cat(directory, "/.", fs::path(path).filename().string(), ".probe.", ::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    throw IoError(str_cat(what, " ", path, ": cannot write into ", directory, ": ", errno_text(errno),
+                          " (checked before training, so that the run does not fail at its end)"));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
 std::vector<std::string> remove_stale_temporaries(const std::string& directory) {
   namespace fs = std::filesystem;
   std::vector<std::string> removed;

@@ -312,6 +312,22 @@ ElasticGeneration ElasticRendezvous::join(const std::function<void()>& tick) {
                                          " in generation ", g - 1, " while this node waited to be admitted",
                                          end->reason.empty() ? "" : " (" + end->reason + ")"));
         }
+        if (!end && settings_.min_nodes == settings_.max_nodes) {
+          // A fixed-size job that runs full, every member's heartbeat seen moving, will never
+          // admit this node: it is a second job under the same run id (a replacement for a dead
+          // member finds that member silent, and waits).
+          const auto running = members(g - 1);
+          if (static_cast<int>(running.size()) >= settings_.max_nodes &&
+              std::all_of(running.begin(), running.end(), [&](const ElasticNode& n) { return beating(n); })) {
+            scope_->deleteKey(registration);
+            throw RendezvousClosed(
+                GenerationEnd{GenerationEndKind::kAborted, "run id taken"},
+                str_cat("a job of ", running.size(), " node", running.size() == 1 ? "" : "s",
+                        " (fixed --nnodes) already runs under this run id with every node alive (",
+                        describe_nodes(running),
+                        "); this node can never join it: give this job its own --run_id (or --rdzv_id)"));
+          }
+        }
         if (!end && generation_over(g - 1)) continue;  // its end was just recorded: read it
         if (end && end->kind == GenerationEndKind::kDied) {
           // The job this node waited for died whole: this node starts a new one.

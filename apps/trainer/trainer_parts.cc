@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -211,6 +212,17 @@ class TimelinePart : public TrainerPart {
 TrainerParts make_trainer_parts(const TrainerOptions& o, const ElasticHooks& elastic, int rank,
                                 TrainerParts plan_parts) {
   TrainerParts parts = std::move(plan_parts);
+  // What rank 0 writes at the end (or at the first epoch's end) is checked now, before any
+  // training: an unwritable --plot used to fail the run after its last epoch.
+  if (rank == 0) {
+    if (!o.timeline_path.empty()) check_writable(o.timeline_path, "--timeline");
+    if (!o.plot_path.empty()) check_writable(o.plot_path, "--plot");
+    if (!o.checkpoint_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(o.checkpoint_dir, ec);
+      check_writable(o.checkpoint_dir + "/checkpoint", "--checkpoint-dir");
+    }
+  }
   if (rank == 0 && !o.metrics_path.empty()) parts.push_back(std::make_shared<MetricsPart>(o.metrics_path));
   if (!o.timeline_path.empty()) parts.push_back(std::make_shared<TimelinePart>());
   if (rank == 0 && !o.plot_path.empty()) parts.push_back(std::make_shared<PlotPart>());

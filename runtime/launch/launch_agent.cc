@@ -16,6 +16,7 @@
 #include <ringtorch/join.h>
 #include <ringtorch/rendezvous.h>
 
+#include "base/atomic_file.h"
 #include "base/log.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
@@ -119,6 +120,8 @@ void LaunchAgent::settle_run_id() {
   rendezvous_ = std::make_unique<ElasticRendezvous>(scope, me, settings, [this](const std::string& m) { log(m); });
   const char* timeline = std::getenv("RINGTORCH_TIMELINE");
   placement_.timeline = !config_.timeline.empty() ? config_.timeline : timeline && *timeline ? timeline : "";
+  // The merged timeline and the workers' parts go beside it: checked before anything runs.
+  if (!placement_.timeline.empty()) check_writable(placement_.timeline, "--timeline");
 }
 
 std::optional<int> LaunchAgent::join_generation() {
@@ -128,7 +131,13 @@ std::optional<int> LaunchAgent::join_generation() {
     });
   } catch (const RendezvousClosed& e) {
     log(e.what());
-    return e.end().kind == GenerationEndKind::kFinished ? 0 : 1;
+    if (e.end().kind != GenerationEndKind::kFinished) return 1;
+    // A job that finished without this node ever running its program is no success of its.
+    if (!ran_workers_) {
+      log("this node never ran its program; exiting with 1");
+      return 1;
+    }
+    return 0;
   } catch (const TimeoutError& e) {
     log(str_cat("stopping: ", e.what()));
     return 1;
@@ -169,6 +178,7 @@ std::optional<int> LaunchAgent::join_generation() {
 }
 
 void LaunchAgent::start_workers(int restart) {
+  ran_workers_ = true;
   placement_.restart = restart;
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
   bool any_running = false;
@@ -301,8 +311,10 @@ std::optional<LaunchAgent::Outcome> LaunchAgent::check_store(bool may_admit, std
       generation_end_ = end_for_failure(*lost);  // "[rank 1/3] lost a peer: ..."; a standing end wins
       return Outcome::kGenerationEnded;
     }
-    if (!several_nodes()) return std::nullopt;
+    // Every node beats, a job's only one too: a second ringrun under the same run id tells a
+    // live job from a dead one by it (ElasticRendezvous::join).
     rendezvous_->heartbeat();
+    if (!several_nodes()) return std::nullopt;
     if (auto end = rendezvous_->this_generation_end()) {
       generation_end_ = *end;
       return Outcome::kGenerationEnded;
@@ -488,7 +500,18 @@ int LaunchAgent::run_generations() {
     if (outcome == Outcome::kSucceeded && several_nodes()) outcome = wait_for_other_nodes(&reason);
     switch (outcome) {
       case Outcome::kSucceeded:
-        if (!several_nodes()) rendezvous_->end_generation(GenerationEndKind::kFinished, "");
+        if (!several_nodes() && !store_lost_) {
+          // Recording the end only tells a later ringrun under this run id; a store lost by
+          // now costs that, not the job its success.
+          try {
+            rendezvous_->end_generation(GenerationEndKind::kFinished, "");
+          } catch (const std::exception& e) {
+            log_line(
+                LogLevel::kWarning,
+                str_cat("could not record the job's end in the store (", store_loss(e), "); the workers succeeded"),
+                "ringrun");
+          }
+        }
         remove_segments_left_by_workers();
         log("all workers succeeded");
         return 0;

@@ -336,6 +336,56 @@ case_diverged_training() {
   fi
 }
 
+# --- a job that never ran is no success ------------------------------------------------------
+case_duplicate_run_id() {
+  local first second rc1 rc2 t0 secs
+  local expect="a second ringrun with a running fixed-size job's run id and store: refused within 30 s, exit 1, naming the run id; the first job finishes, exit 0"
+  log=$work/duplicate_run_id.log
+  # Heartbeats every second, so that the second sees the first's members alive at once.
+  setsid "$ringrun" --nproc_per_node 1 --use_env --rdzv_endpoint "file://$work/dup-store" --run_id "dup-$tag" \
+    --rdzv_conf keep_alive_interval=1 --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" --epochs 60 \
+    >"$log.first" 2>&1 &
+  first=$!
+  background+=($first)
+  wait_for "$log.first" "Epoch \[1/" 120 || { verdict duplicate_run_id FAIL "$expect" "the first job never trained"; cleanup_case; return; }
+  t0=$(now)
+  timeout 120 "$ringrun" --nproc_per_node 1 --use_env --rdzv_endpoint "file://$work/dup-store" --run_id "dup-$tag" \
+    --rdzv_conf keep_alive_interval=1 --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" --epochs 1 >"$log" 2>&1
+  rc2=$?
+  secs=$(since "$t0")
+  wait_exit "$first" 120
+  rc1=$status
+  if [ "$rc2" = 1 ] && grep -q "already runs under this run id" "$log" && ! grep -q "Epoch \[" "$log" && [ "$rc1" = 0 ] &&
+    awk -v s="$secs" 'BEGIN { exit !(s < 30) }'; then
+    verdict duplicate_run_id PASS "$expect" "second: exit 1 in ${secs} s: $(grep -m1 -o 'a job of .* already runs under this run id' "$log"); first: exit 0"
+  else
+    verdict duplicate_run_id FAIL "$expect" "second: exit $rc2 in ${secs} s; first: exit $rc1"
+  fi
+  cleanup_case
+}
+
+# --- output paths are checked before training ------------------------------------------------
+case_output_path_unwritable() {
+  local rc1 rc2
+  local expect="--plot into a missing directory and ringrun --timeline into one: exit 1 before any epoch, naming the flag and the path"
+  log=$work/output_path_unwritable.log
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" \
+    --epochs 3 --plot "$work/no/such/dir/run.svg" >"$log" 2>&1
+  rc1=$?
+  grep -q "Epoch \[" "$log" && rc1="$rc1 after training"
+  grep -q -- "--plot $work/no/such/dir/run.svg: cannot write into" "$log" || rc1="$rc1 without the message"
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeline "$work/no/such/dir/t.json" "$ringtrain" \
+    "${train_args[@]}" --epochs 3 >"$log.ringrun" 2>&1
+  rc2=$?
+  grep -q "Epoch \[" "$log.ringrun" && rc2="$rc2 after training"
+  grep -q -- "--timeline $work/no/such/dir/t.json: cannot write into" "$log.ringrun" || rc2="$rc2 without the message"
+  if [ "$rc1" = 1 ] && [ "$rc2" = 1 ]; then
+    verdict output_path_unwritable PASS "$expect" "exit 1 and 1: $(grep -m1 -o -- '--plot [^(]*' "$log" | sed "s|$work/||")"
+  else
+    verdict output_path_unwritable FAIL "$expect" "ringtrain exit $rc1, ringrun exit $rc2"
+  fi
+}
+
 # --- messages that must not mislead ----------------------------------------------------------------
 case_master_addr_wrong() {
   local rc last
@@ -400,6 +450,33 @@ case_redis_password_private() {
     verdict redis_password_private PASS "$expect" "exit 0; the command lines of $checked processes (ringrun, its workers) checked while training: none holds it"
   else
     verdict redis_password_private FAIL "$expect" "exit $rc; on the command line of:${leaked:- none}"
+  fi
+  cleanup_case
+}
+
+case_redis_lost_one_node() {
+  local port redis job rc
+  local expect="Redis killed mid-training under a one-node ringrun: the store's loss is named, the worker finishes, exit 0 at once"
+  command -v redis-server >/dev/null || { verdict redis_lost_one_node SKIP "$expect" "no redis-server"; return; }
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
+  redis=$!
+  disown
+  background+=($redis)
+  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  log=$work/redis_lost_one_node.log
+  setsid "$ringrun" --nproc_per_node 1 --use_env --run_id "one-$tag" --rdzv_endpoint "redis://127.0.0.1:$port/0" \
+    --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" --epochs 40 >"$log" 2>&1 &
+  job=$!
+  background+=($job)
+  wait_for "$log" "Epoch \[1/" 120 || { verdict redis_lost_one_node FAIL "$expect" "training never started"; cleanup_case; return; }
+  kill -9 "$redis"
+  wait_exit "$job" 120
+  rc=$status
+  if [ "$rc" = 0 ] && grep -q "lost the store" "$log" && grep -q '"final_loss"' "$log" && grep -q "all workers succeeded" "$log"; then
+    verdict redis_lost_one_node PASS "$expect" "exit 0: $(grep -m1 -o 'lost the store [^(]*' "$log")"
+  else
+    verdict redis_lost_one_node FAIL "$expect" "exit $rc"
   fi
   cleanup_case
 }
@@ -546,7 +623,7 @@ NFT
 quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
   mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
-  checkpoint_all_damaged checkpoint_other_model diverged_training master_addr_wrong redis_down_before_rendezvous redis_password_private redis_lost_after_rendezvous)
+  checkpoint_all_damaged checkpoint_other_model diverged_training duplicate_run_id output_path_unwritable master_addr_wrong redis_down_before_rendezvous redis_password_private redis_lost_one_node redis_lost_after_rendezvous)
 slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
 if [ "$list" = 1 ]; then
   printf '%s (quick)\n' "${quick_cases[@]}"
