@@ -57,6 +57,9 @@ class CheckpointPart : public TrainerPart {
       run.progress = *resumed;
       if (run.rank == 0) std::printf("%s\n", describe_resume(run.progress, run.options, run.world).c_str());
       std::fflush(stdout);  // the moment training resumes, for logs and bench/compare_elastic
+    } else if (run.rank == 0) {
+      std::printf("--resume: no checkpoint in %s yet; starting from scratch\n", run.options.checkpoint_dir.c_str());
+      std::fflush(stdout);
     }
   }
   void on_step_end(TrainingRun& run, const StepOutcome& step) override {

@@ -191,8 +191,9 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
     log_warning(str_cat("skipping checkpoint ", path, ": ", why, "; trying the previous one"));
   }
   if (!candidates.empty()) {
-    log_warning(str_cat("none of the ", candidates.size(), " checkpoints in ", directory_,
-                        " could be loaded (each is named above); starting from scratch"));
+    // Starting over silently would pass for a resume: the caller asked for one and has work here.
+    throw IoError(str_cat("none of the ", candidates.size(), " checkpoints in ", directory_,
+                          " could be loaded (each is named above with why); move them away to start from scratch"));
   }
   return std::nullopt;
 }

@@ -283,15 +283,15 @@ case_checkpoint_garbled_checksum() { checkpoint_case garbled_checksum; }
 case_checkpoint_optimizer_state() { checkpoint_case optimizer_state; }
 case_checkpoint_all_damaged() {
   local dir=$work/all rc f
-  local expect="every checkpoint damaged: each is named, 'none of the 2 checkpoints' is said, training starts at epoch 1, exit 0"
+  local expect="every checkpoint damaged: each is named with why, 'none of the 2 checkpoints' is said, exit 1 without training (no quiet start over)"
   log=$work/checkpoint_all_damaged.log
   make_checkpoints || { verdict checkpoint_all_damaged FAIL "$expect" "could not write the checkpoints"; return; }
   cp -r "$work/ck" "$dir"
   for f in "$dir"/checkpoint-*.pt; do damage bit_flip "$f"; done
   rc=$(resume "$dir" 1)
-  if [ "$rc" = 0 ] && [ "$(grep -c 'skipping checkpoint' "$log")" = 2 ] && grep -q "none of the 2 checkpoints" "$log" &&
-    grep -q "Epoch \[1/1\]" "$log"; then
-    verdict checkpoint_all_damaged PASS "$expect" "$(grep -m1 -o 'none of the 2 checkpoints[^;]*' "$log" | sed "s|$work/||g")"
+  if [ "$rc" = 1 ] && [ "$(grep -c 'skipping checkpoint' "$log")" = 2 ] && grep -q "none of the 2 checkpoints" "$log" &&
+    ! grep -q "Epoch \[" "$log"; then
+    verdict checkpoint_all_damaged PASS "$expect" "exit 1: $(grep -m1 -o 'none of the 2 checkpoints[^(]*' "$log" | sed "s|$work/||g")"
   else
     verdict checkpoint_all_damaged FAIL "$expect" "exit $rc"
   fi
