@@ -99,6 +99,11 @@ c10::intrusive_ptr<c10d::Store> open_file(const StoreRequest& r) {
     // removes it (or picks a fresh path) when the job is over.
     auto file = c10::make_intrusive<c10d::FileStore>(r.method.path, std::numeric_limits<int>::max());
     file->setTimeout(r.timeout);
+    // Never destroyed: c10d's FileStore destructor opens the file to count itself out, and
+    // throws from the destructor when it cannot (a filesystem turned read-only, a deleted
+    // directory), which is std::terminate. With the count never reaching numWorkers the
+    // destructor does nothing else, so one reference is kept for the process's life.
+    c10::raw::intrusive_ptr::incref(file.get());
     return c10::make_intrusive<DeadlineStore>(file, "file://" + r.method.path, r.timeout);
   } catch (const std::exception& e) {
     throw IoError(str_cat(r.context, "cannot open file store '", r.method.path, "': ", exception_text(e)));

@@ -454,6 +454,29 @@ case_redis_password_private() {
   cleanup_case
 }
 
+case_file_store_read_only() {
+  local mnt=$work/rofs job rc
+  local expect="the file store's filesystem turns read-only mid-training: no abort; the workers finish, ringrun warns, exit 0"
+  [ "$(id -u)" = 0 ] && mkdir -p "$mnt" && mount -t tmpfs -o size=16m tmpfs "$mnt" 2>/dev/null ||
+    { verdict file_store_read_only SKIP "$expect" "needs root to mount a tmpfs"; return; }
+  log=$work/file_store_read_only.log
+  setsid "$ringrun" --nproc_per_node 2 --use_env --rdzv_endpoint "file://$mnt/store" --run_id "ro-$tag" \
+    --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" --epochs 30 >"$log" 2>&1 &
+  job=$!
+  background+=($job)
+  wait_for "$log" "Epoch \[1/" 120 && mount -o remount,ro "$mnt"
+  wait_exit "$job" 120
+  rc=$status
+  umount "$mnt" 2>/dev/null
+  if [ "$rc" = 0 ] && ! grep -q "terminate called\|SIGABRT" "$log" && grep -q '"final_loss"' "$log" &&
+    grep -q -e "could not record" -e "lost the store" "$log"; then
+    verdict file_store_read_only PASS "$expect" "exit 0: $(grep -m1 -o -e 'could not record[^(]*' -e 'lost the store [^ ]*' "$log" | sed "s|$work/||")"
+  else
+    verdict file_store_read_only FAIL "$expect" "exit $rc$(grep -q 'terminate called' "$log" && echo ', terminate called')"
+  fi
+  cleanup_case
+}
+
 case_redis_lost_one_node() {
   local port redis job rc
   local expect="Redis killed mid-training under a one-node ringrun: the store's loss is named, the worker finishes, exit 0 at once"
@@ -624,7 +647,7 @@ quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp misma
   mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
   checkpoint_all_damaged checkpoint_other_model diverged_training duplicate_run_id output_path_unwritable master_addr_wrong redis_down_before_rendezvous redis_password_private redis_lost_one_node redis_lost_after_rendezvous)
-slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct)
+slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct file_store_read_only)
 if [ "$list" = 1 ]; then
   printf '%s (quick)\n' "${quick_cases[@]}"
   printf '%s (root)\n' "${slow_cases[@]}"
