@@ -55,9 +55,10 @@ class Checkpointer {
 
   // Restores the newest complete checkpoint into `model` (and `optimizer`, and the CPU RNG);
   // corrupt or incomplete ones are skipped with a warning on stderr naming the file and why.
-  // nullopt: the directory holds no checkpoint. Throws IoError when it holds some and none
-  // could be loaded (the model is then as it was), InvalidArgumentError for a whole checkpoint
-  // that does not fit `model`.
+  // nullopt: the directory holds no complete checkpoint (none, or only writes that did not
+  // finish: no checksum file). Throws IoError when it holds complete ones and none could be
+  // loaded (the model is then as it was), InvalidArgumentError for a whole checkpoint that does
+  // not fit `model`.
   std::optional<TrainingProgress> load_latest(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
 
   // Complete checkpoints (sidecar present), oldest first.

@@ -175,7 +175,9 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
     }
   }
   std::sort(candidates.rbegin(), candidates.rend());
+  size_t complete = 0;  // with a checksum file: written to the end, so expected to load
   for (const auto& path : candidates) {
+    if (fs::exists(path + kSidecar)) ++complete;
     std::string why;
     try {
       const std::vector<char> bytes = read_file(path);
@@ -190,11 +192,13 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
     }
     log_warning(str_cat("skipping checkpoint ", path, ": ", why, "; trying the previous one"));
   }
-  if (!candidates.empty()) {
+  if (complete > 0) {
     // Starting over silently would pass for a resume: the caller asked for one and has work here.
     throw IoError(str_cat("none of the ", candidates.size(), " checkpoints in ", directory_,
                           " could be loaded (each is named above with why); move them away to start from scratch"));
   }
+  // Only writes that never finished (no checksum file: killed during the first save): nothing
+  // was lost, so this is a fresh start, as with an empty directory.
   return std::nullopt;
 }
 

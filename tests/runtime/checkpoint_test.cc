@@ -631,6 +631,21 @@ TEST(Checkpoint, ATensorReachingPastItsStorageIsRefused) {
   }
 }
 
+// A save killed before its checksum file leaves a checkpoint that never finished: skipped with
+// a warning, and when nothing else is there the resume is a fresh start, not a failure (a job
+// killed during its first save must be able to restart).
+TEST(Checkpoint, OnlyAnUnfinishedWriteIsAFreshStart) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net net;
+  const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  fs::remove(path + ".crc32");
+  StderrCapture warnings;
+  EXPECT_FALSE(checkpoints.load_latest(*net, nullptr).has_value());
+  const std::string text = warnings.finish();
+  EXPECT_NE(text.find("is missing (the write did not finish)"), std::string::npos) << text;
+}
+
 TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
