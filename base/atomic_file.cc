@@ -63,9 +63,6 @@ void check_writable(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
   std::string directory = fs::path(path).parent_path().string();
   if (directory.empty()) directory = ".";
-  if (::access(path.c_str(), F_OK) == 0 && ::access(path.c_str(), W_OK) != 0) {
-    throw IoError(str_cat(what, " ", path, ": cannot be written: ", errno_text(errno)));
-  }
   const std::string probe = str_cat(directory, "/.", fs::path(path).filename().string(), ".probe.", ::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -91,7 +88,7 @@ std::vector<std::string> remove_stale_temporaries(const std::string& directory) 
     const bool writer_runs = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
     std::error_code time_error;
     const auto written = fs::last_write_time(entry.path(), time_error);
-    if (writer_runs || time_error || now - written < std::chrono::minutes(1)) continue;
+    if (writer_runs || time_error || now - written < std::chrono::minutes(10)) continue;
     if (fs::remove(entry.path(), time_error)) removed.push_back(entry.path().string());
   }
   return removed;

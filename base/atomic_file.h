@@ -18,14 +18,14 @@ inline void write_file_atomically(const std::string& path, const std::string& co
   write_file_atomically(path, content.data(), content.size(), what);
 }
 
-// Checks, before a long job, that `path` will be writable at its end: an existing file must be
-// writable, and its directory must exist and take a new file (a probe file is made and removed
+// Checks, before a long job, that `path` can be written at its end as write_file_atomically
+// writes it: its directory must exist and take a new file (a probe file is made and removed
 // there, which catches a read-only filesystem too). Throws IoError starting with `what`
 // ("--timeline") and naming the path and the reason.
 void check_writable(const std::string& path, const std::string& what);
 
 // Removes from `directory` the temporary files of writers that died mid-write (".NAME.tmp.<pid>.<n>"
-// whose process no longer runs on this host and which nobody wrote to for a minute: a writer
+// whose process no longer runs on this host and which nobody wrote to for ten minutes: a writer
 // killed between create and rename leaves one, and no later write would). Returns the paths
 // removed. Errors are ignored: it only tidies.
 std::vector<std::string> remove_stale_temporaries(const std::string& directory);

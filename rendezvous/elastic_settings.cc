@@ -31,7 +31,8 @@ void parse_rdzv_conf(const std::string& text, ElasticSettings* s) {
     } else {
       throw InvalidArgumentError(str_cat("--rdzv_conf: unknown key '", name,
                                          "'; known: join_timeout, last_call_timeout, keep_alive_interval, "
-                                         "keep_alive_max_attempt, admit_interval (seconds, e.g. join_timeout=60)"));
+                                         "keep_alive_max_attempt, admit_interval (seconds, e.g. join_timeout=60); "
+                                         "and ringrun's password_file=PATH"));
     }
   }
 }

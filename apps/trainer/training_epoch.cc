@@ -37,6 +37,15 @@ StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, st
     TimelineSpan span("backward", "train");  // DDP's buckets are reduced inside it
     loss.backward();
   }
+  // One small tensor, the same on every rank after the all-reduce: the output layer's bias (the
+  // last parameter), through which a non-finite loss on any rank reaches every rank's gradient.
+  bool averaged_gradient_finite = true;
+  const auto parameters = run.model.module().parameters();
+  for (auto p = parameters.rbegin(); p != parameters.rend(); ++p) {
+    if (!p->grad().defined()) continue;
+    averaged_gradient_finite = std::isfinite(p->grad().sum().item<double>());
+    break;
+  }
   {
     TimelineSpan span("optimizer", "train");
     run.optimizer->step();
@@ -44,6 +53,7 @@ StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, st
   StepOutcome outcome;
   outcome.trained = true;
   outcome.loss = loss.item<double>();
+  outcome.averaged_gradient_finite = averaged_gradient_finite;
   outcome.samples = static_cast<int64_t>(indices.size());
   const DdpIterationStats stats = run.ddp->last_iteration_stats();
   auto waited = run.ddp->last_step_agreement_wait() - run.ddp->last_step_agreement_stalled();
@@ -105,8 +115,14 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
                      Timeline::enabled()
                          ? str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", indices.size(), "}")
                          : std::string());
-      check_finite(run, std::isfinite(s.loss),
-                   str_cat("the loss is ", s.loss, " at epoch ", epoch + 1, " step ", step + 1, " of ", steps));
+      if (!std::isfinite(s.loss)) {
+        check_finite(run, false,
+                     str_cat("the loss is ", s.loss, " at epoch ", epoch + 1, " step ", step + 1, " of ", steps));
+      } else {
+        check_finite(run, s.averaged_gradient_finite,
+                     str_cat("the gradient averaged over the ranks holds NaN or inf at epoch ", epoch + 1, " step ",
+                             step + 1, " of ", steps, " (another rank's loss was not finite)"));
+      }
       loss_sum += s.loss;
       loss_by_sample += s.loss * static_cast<double>(s.samples);
       outcome.times.compute_seconds += s.compute_seconds;
@@ -141,7 +157,9 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
                 rank_loss);
   }
   std::fflush(stdout);
-  if (run.ddp) {
+  {
+    // Every rank, those that sat out too: they hold the same weights by now, and a rank that
+    // skipped this would wait alone in the next collective.
     const std::string bad = first_non_finite(run.model.module());
     check_finite(run, bad.empty(), str_cat(bad, " holds NaN or inf at the end of epoch ", epoch + 1));
   }

@@ -86,6 +86,9 @@ struct StepOutcome {
   int64_t samples = 0;       // this rank's
   int64_t samples_done = 0;  // of the epoch so far, all ranks (the epoch order's prefix)
   double loss = 0;
+  // The gradient every rank holds after the all-reduce (the model's last parameter's): finite
+  // on all ranks or on none, so a rank whose own loss stayed finite still sees another's NaN.
+  bool averaged_gradient_finite = true;
   double seconds = 0;          // the whole step
   double compute_seconds = 0;  // without its waits for the other ranks (rank_report.h)
 };

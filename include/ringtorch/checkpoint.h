@@ -49,7 +49,9 @@ class Checkpointer {
   // Rank 0 (or the caller, without a group) writes; then every rank of `group` learns whether
   // it did (one small all-reduce), so none runs ahead of a checkpoint being written and all
   // throw when rank 0 could not write. Returns the file's path. A model holding NaN or inf is
-  // never written (InvalidArgumentError naming the tensor): the newest finite checkpoint stays.
+  // never written: the newest finite checkpoint stays, rank 0 throws InvalidArgumentError naming
+  // the tensor and the others InvalidArgumentError saying that rank 0 refused; any other failure
+  // of rank 0 is rank 0's error there and IoError on the others.
   std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer, const TrainingProgress& progress,
                    ProcessGroup* group = nullptr);
 

@@ -39,6 +39,7 @@ void parse_rdzv_conf_flag(const std::string& text, LaunchConfig* c) {
   std::string item, rest;
   while (std::getline(items, item, ',')) {
     if (item.rfind("password_file=", 0) == 0) {
+      // The rest of the item: a path with a comma cannot be given here (the items' separator).
       c->redis_password_file = item.substr(std::strlen("password_file="));
       if (c->redis_password_file.empty()) throw InvalidArgumentError("--rdzv_conf password_file=: give a path");
     } else {
@@ -115,6 +116,10 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
     if (m.scheme == InitScheme::kEnv)
       throw InvalidArgumentError("--rdzv_endpoint env:// names no store; give tcp://, file:// or redis://");
     c.password_on_command_line = !m.password.empty();
+    if (c.password_on_command_line && !c.redis_password_file.empty()) {
+      throw InvalidArgumentError(
+          "--rdzv_conf password_file and a password in --rdzv_endpoint: give the password once (the file)");
+    }
     if (!c.redis_password_file.empty() && m.scheme != InitScheme::kRedis) {
       throw InvalidArgumentError("--rdzv_conf password_file: only a redis:// --rdzv_endpoint takes a password");
     }

@@ -94,6 +94,7 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
       tidy();
       const std::string bad = first_non_finite(model);
       if (!bad.empty()) {
+        outcome = kRefused;
         throw InvalidArgumentError(str_cat("checkpoint at step ", progress.step, " not written to ", directory_, ": ",
                                            bad,
                                            " holds NaN or inf (training diverged; the newest finite checkpoint "
@@ -111,12 +112,9 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
         fs::remove(complete[i] + kSidecar);
         fs::remove(complete[i]);
       }
-    } catch (const InvalidArgumentError&) {
-      failure = std::current_exception();
-      outcome = kRefused;
     } catch (...) {
       failure = std::current_exception();
-      outcome = kIoFailure;
+      if (outcome == kWritten) outcome = kIoFailure;  // anything but the refusal above
     }
   }
   // The others wait for rank 0 even when it failed, and then fail too: a job whose checkpoint

@@ -157,7 +157,7 @@ TEST(Checkpoint, RefusesNonFiniteWeightsOnEveryRank) {
 }
 
 // A save killed between creating its temporary file and renaming it leaves ".NAME.tmp.PID.N";
-// the next Checkpointer removes those of dead writers (a minute old), never a live writer's.
+// the next Checkpointer removes those of dead writers (ten minutes old), never a live writer's.
 TEST(Checkpoint, RemovesTheTemporaryFilesOfDeadWriters) {
   testing::TempDir dir;
   const pid_t child = ::fork();
@@ -171,7 +171,7 @@ TEST(Checkpoint, RemovesTheTemporaryFilesOfDeadWriters) {
     fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::minutes(minutes_old));
     return path;
   };
-  const std::string dead = make(child, 5), live = make(::getpid(), 5), fresh = make(child, 0);
+  const std::string dead = make(child, 15), live = make(::getpid(), 15), fresh = make(child, 0);
   Net net;
   Checkpointer checkpoints(dir.path());
   StderrCapture err;
