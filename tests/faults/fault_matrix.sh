@@ -310,6 +310,18 @@ case_checkpoint_other_model() {
   fi
 }
 
+# start_redis [PASSWORD]: a redis-server on a free loopback port, persistence off; sets the
+# caller's `port` and `redis` (its pid, killed by cleanup_case) and returns once it answers.
+start_redis() {
+  port=$(free_port)
+  redis-server --port "$port" --bind 127.0.0.1 ${1:+--requirepass "$1"} --save "" --appendonly no --daemonize no \
+    >/dev/null 2>&1 &
+  redis=$!
+  disown  # some cases kill it on purpose; no job notice
+  background+=($redis)
+  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+}
+
 # --- training that diverges ---------------------------------------------------------------------
 case_diverged_training() {
   local dir=$work/diverged rc rc2 first after after2
@@ -426,12 +438,7 @@ case_redis_password_private() {
   local port redis job rc p leaked="" checked=0
   local expect="the Redis password from --rdzv_conf password_file: on no process's command line, in no output; the job exits 0"
   command -v redis-server >/dev/null || { verdict redis_password_private SKIP "$expect" "no redis-server"; return; }
-  port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --requirepass secretpw7 --save "" --appendonly no --daemonize no \
-    >/dev/null 2>&1 &
-  redis=$!
-  background+=($redis)
-  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  start_redis secretpw7
   (umask 077 && echo secretpw7 >"$work/redis.pw")
   log=$work/redis_password_private.log
   setsid "$ringrun" --nproc_per_node 2 --use_env --run_id "pw-$tag" --rdzv_endpoint "redis://127.0.0.1:$port/0" \
@@ -481,12 +488,7 @@ case_redis_lost_one_node() {
   local port redis job rc
   local expect="Redis killed mid-training under a one-node ringrun: the store's loss is named, the worker finishes, exit 0 at once"
   command -v redis-server >/dev/null || { verdict redis_lost_one_node SKIP "$expect" "no redis-server"; return; }
-  port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no >/dev/null 2>&1 &
-  redis=$!
-  disown
-  background+=($redis)
-  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  start_redis
   log=$work/redis_lost_one_node.log
   setsid "$ringrun" --nproc_per_node 1 --use_env --run_id "one-$tag" --rdzv_endpoint "redis://127.0.0.1:$port/0" \
     --timeout "$timeout_s" "$ringtrain" "${train_args[@]}" --epochs 40 >"$log" 2>&1 &
@@ -508,13 +510,7 @@ case_redis_lost_after_rendezvous() {
   local port redis rc0 rc1 i
   local expect="Redis (with a password) killed mid-training under 2 ringruns: the workers (Gloo, not the store) finish; both ringruns name the lost store, never the password; exit 0"
   command -v redis-server >/dev/null || { verdict redis_lost_after_rendezvous SKIP "$expect" "no redis-server"; return; }
-  port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --requirepass faultpw --save "" --appendonly no --daemonize no \
-    >/dev/null 2>&1 &
-  redis=$!
-  disown  # killed below on purpose; no job notice
-  background+=($redis)
-  for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  start_redis faultpw
   node_jobs=()
   for i in 0 1; do
     setsid "$ringrun" --nnodes 2 --node_rank "$i" --nproc_per_node 1 --use_env --run_id "redis-lost-$tag" \
