@@ -187,6 +187,7 @@ void LaunchAgent::start_workers(int restart) {
   if (!config_.log_dir.empty() && logs_first_rank_ != rank_of(0) && !any_running) {
     for (auto* f : logs_) std::fclose(f);
     logs_.clear();
+    log_paths_.clear();
     logs_first_rank_ = rank_of(0);
     if (::mkdir(config_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
       throw IoError(str_cat("--log_dir ", config_.log_dir, ": ", errno_text(errno)));
@@ -197,6 +198,7 @@ void LaunchAgent::start_workers(int restart) {
       std::FILE* f = std::fopen(path.c_str(), "a");
       if (!f) throw IoError(str_cat("--log_dir: cannot open log file ", path, ": ", errno_text(errno)));
       logs_.push_back(f);
+      log_paths_.push_back(path);
     }
   }
   for (auto* f : logs_) std::fprintf(f, "== ringrun: run %s, restart %d ==\n", placement_.run_id.c_str(), restart);
@@ -220,8 +222,9 @@ void LaunchAgent::start_workers(int restart) {
       workers_.push_back(std::move(worker));
     }
     std::FILE* logf = logs_.empty() ? nullptr : logs_[l];
-    output_.add(workers_[l].stdout_fd(), str_cat("[rank ", rank, "]: "), false, logf);
-    output_.add(workers_[l].stderr_fd(), str_cat("[rank ", rank, "]: "), true, logf);
+    const std::string log_path = logs_.empty() ? "" : log_paths_[l];
+    output_.add(workers_[l].stdout_fd(), str_cat("[rank ", rank, "]: "), false, logf, log_path);
+    output_.add(workers_[l].stderr_fd(), str_cat("[rank ", rank, "]: "), true, logf, log_path);
   }
 }
 
@@ -513,6 +516,12 @@ int LaunchAgent::run_generations() {
           }
         }
         remove_segments_left_by_workers();
+        if (!output_.log_write_error().empty()) {
+          // The job's record is incomplete: a scheduler must not take it for a clean run.
+          log(str_cat("all workers succeeded, but --log_dir is incomplete (", output_.log_write_error(),
+                      "); exiting with 1"));
+          return 1;
+        }
         log("all workers succeeded");
         return 0;
       case Outcome::kSignal: {

@@ -116,8 +116,9 @@ class LaunchAgent {
   c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
   c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/elastic/g<generation>/
   std::vector<Subprocess> workers_;
-  std::vector<std::FILE*> logs_;  // one per local rank when --log_dir is given
-  int logs_first_rank_ = -1;      // the rank logs_[0] was opened for
+  std::vector<std::FILE*> logs_;        // one per local rank when --log_dir is given
+  std::vector<std::string> log_paths_;  // their paths, for messages
+  int logs_first_rank_ = -1;            // the rank logs_[0] was opened for
   OutputForwarder output_;
   SignalWatch signals_;  // INT, TERM, HUP and USR1, for the agent's life
 };

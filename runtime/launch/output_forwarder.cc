@@ -6,6 +6,9 @@
 #include <cerrno>
 #include <vector>
 
+#include <ringtorch/error.h>
+#include <ringtorch/str_cat.h>
+
 namespace ringtorch {
 namespace {
 
@@ -21,18 +24,28 @@ void write_all(int fd, const std::string& text) {
 
 }  // namespace
 
-void OutputForwarder::add(int fd, const std::string& prefix, bool to_stderr, std::FILE* log_file) {
+void OutputForwarder::add(int fd, const std::string& prefix, bool to_stderr, std::FILE* log_file,
+                          const std::string& log_path) {
   if (fd < 0) return;
-  streams_[fd] = Stream{prefix, to_stderr, log_file, {}};
+  streams_[fd] = Stream{prefix, to_stderr, log_file, log_path, {}};
 }
 
 void OutputForwarder::emit(Stream& s, const std::string& line) {
   // One write() per line: lines from different ranks never interleave.
   write_all(s.to_stderr ? STDERR_FILENO : STDOUT_FILENO, s.prefix + line + "\n");
-  if (s.log) {
+  if (s.log && failed_logs_.count(s.log) == 0) {
     std::fputs(line.c_str(), s.log);
     std::fputc('\n', s.log);
-    std::fflush(s.log);
+    if (std::fflush(s.log) != 0 || std::ferror(s.log)) {
+      const int error = errno;
+      failed_logs_.insert(s.log);
+      const std::string what =
+          str_cat(s.log_path.empty() ? std::string("a log file") : s.log_path, ": ", errno_text(error));
+      if (log_write_error_.empty()) log_write_error_ = what;
+      write_all(STDERR_FILENO, str_cat("[ringrun] error: writing ", what,
+                                       "; this log gets no more lines (the "
+                                       "terminal still does)\n"));
+    }
   }
 }
 

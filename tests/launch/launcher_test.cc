@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -222,6 +223,22 @@ TEST(Ringrun, TheRedisPasswordComesFromAFileOrTheEnvironment) {
       << not_a_file.err;
   auto not_redis = ringrun({"--standalone", "--rdzv_conf", "password_file=" + dir.file("pw"), "sh", "-c", "true"});
   EXPECT_EQ(not_redis.status.code, 2) << not_redis.err;
+}
+
+// A log that cannot be written (rank 0's is /dev/full: every write fails with ENOSPC) is said
+// once, the other logs and the terminal keep every line, and the job does not pass as clean.
+TEST(Ringrun, ALogDirWriteErrorIsSaidOnceAndFailsTheJob) {
+  TempDir dir;
+  ASSERT_EQ(::mkdir(dir.file("logs").c_str(), 0755), 0);
+  ASSERT_EQ(::symlink("/dev/full", dir.file("logs/rank_0.log").c_str()), 0);
+  auto r = ringrun({"--standalone", "--nproc_per_node", "2", "--log_dir", dir.file("logs"), "--use_env", "sh", "-c",
+                    "echo one of $RANK; echo two of $RANK"});
+  EXPECT_EQ(r.status.code, 1) << r.err;
+  EXPECT_EQ(count(r.err, "writing " + dir.file("logs/rank_0.log") + ": No space left on device"), 1) << r.err;
+  EXPECT_NE(r.err.find("but --log_dir is incomplete"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("[rank 0]: two of 0"), std::string::npos) << r.out;
+  const std::string other = read_file(dir.file("logs/rank_1.log"));
+  EXPECT_NE(other.find("two of 1"), std::string::npos) << other;
 }
 
 TEST(Ringrun, FailureOnOneNodeStopsTheOtherNode) {
