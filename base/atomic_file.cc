@@ -8,12 +8,16 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include <ringtorch/error.h>
 
 namespace ringtorch {
 namespace {
+
+// A temporary file is ".NAME.tmp.<pid>.<n>" beside NAME: written here, recognised when stale.
+constexpr char kTemporaryMarker[] = ".tmp.";
 
 void write_fully(int fd, const char* data, size_t size, const std::string& path, const std::string& what) {
   while (size > 0) {
@@ -35,7 +39,7 @@ void write_file_atomically(const std::string& path, const char* data, size_t siz
   std::string directory = fs::path(path).parent_path().string();
   if (directory.empty()) directory = ".";
   const std::string temporary =
-      str_cat(directory, "/.", fs::path(path).filename().string(), ".tmp.", ::getpid(), ".", counter++);
+      str_cat(directory, "/.", fs::path(path).filename().string(), kTemporaryMarker, ::getpid(), ".", counter++);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw IoError(str_cat(what, ": cannot create ", temporary, ": ", errno_text(errno)));
   try {
@@ -80,10 +84,10 @@ std::vector<std::string> remove_stale_temporaries(const std::string& directory) 
   const auto now = fs::file_time_type::clock::now();
   for (const auto& entry : fs::directory_iterator(directory, ec)) {
     const std::string name = entry.path().filename().string();
-    const size_t marker = name.rfind(".tmp.");
+    const size_t marker = name.rfind(kTemporaryMarker);
     if (name.empty() || name[0] != '.' || marker == std::string::npos) continue;
     char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + marker + 5, &end, 10);
+    const long pid = std::strtol(name.c_str() + marker + std::strlen(kTemporaryMarker), &end, 10);
     if (pid <= 0 || end == nullptr || *end != '.') continue;
     const bool writer_runs = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
     std::error_code time_error;

@@ -1,5 +1,6 @@
 #include "apps/trainer/training_epoch.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -19,7 +20,8 @@ using Clock = std::chrono::steady_clock;
 // One optimizer step on `indices`. Its compute time is the step without its waits for the
 // others (the agreement at forward, the end of backward waiting for buckets); time this process
 // stood still for its CPU quota counts as compute even inside a wait (DdpOptions::stall_clock).
-StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, std::string span_args) {
+StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, const at::Tensor& last_parameter,
+                       std::string span_args) {
   TimelineSpan step_span("step", "train");
   step_span.set_args(std::move(span_args));
   const auto start = Clock::now();
@@ -39,13 +41,8 @@ StepOutcome train_step(TrainingRun& run, const std::vector<int64_t>& indices, st
   }
   // One small tensor, the same on every rank after the all-reduce: the output layer's bias (the
   // last parameter), through which a non-finite loss on any rank reaches every rank's gradient.
-  bool averaged_gradient_finite = true;
-  const auto parameters = run.model.module().parameters();
-  for (auto p = parameters.rbegin(); p != parameters.rend(); ++p) {
-    if (!p->grad().defined()) continue;
-    averaged_gradient_finite = std::isfinite(p->grad().sum().item<double>());
-    break;
-  }
+  const bool averaged_gradient_finite = !last_parameter.defined() || !last_parameter.grad().defined() ||
+                                        std::isfinite(last_parameter.grad().sum().item<double>());
   {
     TimelineSpan span("optimizer", "train");
     run.optimizer->step();
@@ -73,9 +70,8 @@ void check_finite(TrainingRun& run, bool finite, const std::string& what) {
     throw InvalidArgumentError(
         text + " (lower --lr, or resume from the last checkpoint; --allow-non-finite trains on regardless)");
   }
-  static bool said = false;
-  if (!said) log_warning(text + " (--allow-non-finite: training on; said once)");
-  said = true;
+  static std::atomic<bool> said{false};  // thread ranks share the process
+  if (!said.exchange(true)) log_warning(text + " (--allow-non-finite: training on; said once)");
 }
 
 // The epoch's mean loss over all ranks: per batch with equal batches (as always), per sample
@@ -107,11 +103,13 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
   outcome.epoch = epoch;
   double loss_sum = 0, loss_by_sample = 0;
   int64_t trained_batches = 0;
+  const auto parameters = run.model.module().parameters();
+  const at::Tensor last_parameter = parameters.empty() ? at::Tensor() : parameters.back();
   for (int64_t step = 0; step < steps; ++step) {
     StepOutcome s;
     if (run.ddp) {
       const std::vector<int64_t> indices = batches.step_indices(step);
-      s = train_step(run, indices,
+      s = train_step(run, indices, last_parameter,
                      Timeline::enabled()
                          ? str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", indices.size(), "}")
                          : std::string());

@@ -115,8 +115,7 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
     InitMethod m = parse_init_method(c.rdzv_endpoint);
     if (m.scheme == InitScheme::kEnv)
       throw InvalidArgumentError("--rdzv_endpoint env:// names no store; give tcp://, file:// or redis://");
-    c.password_on_command_line = !m.password.empty();
-    if (c.password_on_command_line && !c.redis_password_file.empty()) {
+    if (!m.password.empty() && !c.redis_password_file.empty()) {
       throw InvalidArgumentError(
           "--rdzv_conf password_file and a password in --rdzv_endpoint: give the password once (the file)");
     }
@@ -133,7 +132,7 @@ LaunchConfig parse_launch_args(const std::vector<std::string>& args, bool* help)
 }
 
 void take_redis_password(const LaunchConfig& config) {
-  if (config.password_on_command_line) {
+  if (!config.rdzv_endpoint.empty() && !parse_init_method(config.rdzv_endpoint).password.empty()) {
     log_line(LogLevel::kWarning,
              "the Redis password is in --rdzv_endpoint, on ringrun's command line, which every user of this machine "
              "can read (/proc/PID/cmdline); give it in RINGTORCH_REDIS_PASSWORD or --rdzv_conf password_file=PATH",

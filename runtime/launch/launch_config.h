@@ -27,8 +27,6 @@ struct LaunchConfig {
   // start and handed to ringrun's store and its workers as RINGTORCH_REDIS_PASSWORD, so the
   // password never needs the command line (/proc/PID/cmdline is readable by every local user).
   std::string redis_password_file;
-  // The --rdzv_endpoint URL carries a password (ringrun warns: use one of the ways above).
-  bool password_on_command_line = false;
   bool standalone = false;  // one node, store on 127.0.0.1 at a free port
   int max_restarts = 0;
   std::string log_dir;  // empty: no log files
