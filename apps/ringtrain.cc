@@ -27,6 +27,7 @@ const char kUsage[] =
     "                 [--momentum X] [--weight-decay X] [--optimizer sgd|adam] [--seed N] [--threads N]\n"
     "                 [--device auto|cpu|cuda|cuda:N] [--gpus ID,ID,... (DataParallel in the process)]\n"
     "                 [--checkpoint-dir DIR] [--checkpoint-every-steps N] [--resume]\n"
+    "                 [--init-from FILE.pt (a state_dict saved by Python's torch.save, or a checkpoint)]\n"
     "                 [--allow-non-finite (train on past a NaN or inf loss instead of stopping)]\n"
     "                 [--elastic restart|in-process] [--commit-every-steps N (in-process: default 10)]\n"
     "                 [--metrics FILE] [--progress auto|bar|lines|off]\n"

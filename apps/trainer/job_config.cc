@@ -87,6 +87,7 @@ const std::vector<TrainerFlag>& trainer_flags() {
        [](const std::string& v, O& o, R&) {
          o.checkpoint_every_steps = parse_int_in_range(v, 0, 1 << 30, "--checkpoint-every-steps");
        }},
+      {"--init-from", false, [](const std::string& v, O& o, R&) { o.init_from = v; }},
       {"--resume", true, [](const std::string& v, O& o, R&) { o.resume = parse_bool("--resume", v); }},
       {"--allow-non-finite", true,
        [](const std::string& v, O& o, R&) { o.allow_non_finite = parse_bool("--allow-non-finite", v); }},

@@ -3,6 +3,7 @@
 #include "apps/trainer/trainer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include <ringtorch/batch_split.h>
@@ -44,6 +45,13 @@ void validate(const TrainerOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adam") bad("--optimizer", o.optimizer, "use sgd or adam");
   if (o.threads < 0) bad("--threads", std::to_string(o.threads), "must not be negative");
   if (o.resume && o.checkpoint_dir.empty()) bad("--resume", "", "needs --checkpoint-dir");
+  if (!o.init_from.empty()) {  // before any rendezvous; whether it fits the model, once it is built
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.init_from, ec)) {
+      bad("--init-from", o.init_from,
+          std::filesystem::exists(o.init_from, ec) ? "is not a regular file" : "does not exist");
+    }
+  }
   if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
     bad("--checkpoint-every-steps", std::to_string(o.checkpoint_every_steps), "needs --checkpoint-dir");
   }

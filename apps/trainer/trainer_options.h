@@ -26,9 +26,12 @@ struct TrainerOptions {
   double weight_decay = 0;
   std::string optimizer = "sgd";  // sgd | adam
   uint64_t seed = 0;
-  int threads = 0;                 // intra-op threads per rank; 0: leave LibTorch's choice
-  std::string checkpoint_dir;      // empty: no checkpoints
-  bool resume = false;             // continue from checkpoint_dir's newest checkpoint
+  int threads = 0;             // intra-op threads per rank; 0: leave LibTorch's choice
+  std::string checkpoint_dir;  // empty: no checkpoints
+  bool resume = false;         // continue from checkpoint_dir's newest checkpoint
+  // A state_dict file (Python's torch.save(model.state_dict(), FILE), or a checkpoint) every rank
+  // loads into the model before training, strictly; a resume's checkpoint replaces it.
+  std::string init_from;
   int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
   // false: a NaN or infinite loss (any step) or weights (an epoch's end) stop training with an
   // error naming rank, epoch and step. true: warn once and go on; checkpoints are still never

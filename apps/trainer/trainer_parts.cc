@@ -47,6 +47,36 @@ bool inside_epoch(const TrainingRun& run, const StepOutcome& step) {
   return step.trained && !step.last_in_epoch && !run.ranks_sit_out;
 }
 
+// --init-from FILE: every rank loads the weights of a state_dict (Python's torch.save of
+// model.state_dict(), or a checkpoint) before training; a resume or an elastic recovery after it
+// replaces them. The ranks agree on the outcome (one all-reduce), so a rank that cannot read the
+// file stops the others with it instead of leaving them in the first collective.
+class InitFromPart : public TrainerPart {
+ public:
+  void on_start(TrainingRun& run) override {
+    const std::string& path = run.options.init_from;
+    std::exception_ptr failure;
+    std::string source;
+    try {
+      source = load_state_dict_file(path, run.model.module());
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    at::Tensor failed = at::tensor({failure ? run.rank + 1 : 0}, at::kInt);
+    run.group.allreduce(failed, ReduceOp::kMax);
+    if (failure) std::rethrow_exception(failure);
+    if (failed.item<int>() != 0) {
+      throw InvalidArgumentError(
+          str_cat("--init-from ", path, ": rank ", failed.item<int>() - 1, " could not load it (its error says why)"),
+          FailureSite{run.rank, failed.item<int>() - 1, "init-from"});
+    }
+    if (run.rank == 0) {
+      std::printf("initialized the model from %s (%s)\n", path.c_str(), source.c_str());
+      std::fflush(stdout);
+    }
+  }
+};
+
 class CheckpointPart : public TrainerPart {
  public:
   explicit CheckpointPart(const TrainerOptions& o) : checkpoints_(o.checkpoint_dir) {}
@@ -229,6 +259,8 @@ TrainerParts make_trainer_parts(const TrainerOptions& o, const ElasticHooks& ela
   if (rank == 0 && !o.metrics_path.empty()) parts.push_back(std::make_shared<MetricsPart>(o.metrics_path));
   if (!o.timeline_path.empty()) parts.push_back(std::make_shared<TimelinePart>());
   if (rank == 0 && !o.plot_path.empty()) parts.push_back(std::make_shared<PlotPart>());
+  // Before the checkpoint: a resume replaces the weights it loaded.
+  if (!o.init_from.empty()) parts.push_back(std::make_shared<InitFromPart>());
   if (!o.checkpoint_dir.empty()) parts.push_back(std::make_shared<CheckpointPart>(o));
   if (elastic.state) parts.push_back(std::make_shared<ElasticPart>(elastic));
   return parts;

@@ -18,8 +18,10 @@
 //   "metadata"         {str: str}
 // Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
 // Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
-// absent (a temporary file left by a writer killed mid-save is removed by the next Checkpointer); one whose sidecar is
-// missing or does not match is skipped on load with a warning naming the file, and the previous one is used. Format 1
+// absent (a temporary file left by a writer killed mid-save is removed by the next Checkpointer); one whose sidecar
+// does not match is skipped on load with a warning naming the file, and the previous one is used. One without a
+// sidecar (Python's torch.save wrote it, or its writer stopped between the two renames) is loaded with a warning that
+// its bytes are unverified; a save whose sidecar cannot be written (a full disk) removes its data file. Format 1
 // (the earliest) kept LibTorch's optimizer archive, a TorchScript module, as bytes under "optimizer": its weights and
 // position still load, its optimizer state is skipped with a warning (loading it compiles the code stored in the file,
 // and damaged code crashed that compiler).
@@ -55,10 +57,9 @@ class Checkpointer {
   std::string save(const torch::nn::Module& model, torch::optim::Optimizer* optimizer, const TrainingProgress& progress,
                    ProcessGroup* group = nullptr);
 
-  // Restores the newest complete checkpoint into `model` (and `optimizer`, and the CPU RNG);
-  // corrupt or incomplete ones are skipped with a warning on stderr naming the file and why.
-  // nullopt: the directory holds no complete checkpoint (none, or only writes that did not
-  // finish: no checksum file). Throws IoError when it holds complete ones and none could be
+  // Restores the newest loadable checkpoint into `model` (and `optimizer`, and the CPU RNG);
+  // damaged ones are skipped with a warning on stderr naming the file and why. nullopt: the
+  // directory holds no checkpoint file. Throws IoError when it holds some and none could be
   // loaded (the model is then as it was), InvalidArgumentError for a whole checkpoint that does
   // not fit `model`.
   std::optional<TrainingProgress> load_latest(torch::nn::Module& model, torch::optim::Optimizer* optimizer);
@@ -86,5 +87,11 @@ std::string first_non_finite(const torch::nn::Module& model);
 // match `model` (missing or unexpected names, other shapes).
 TrainingProgress load_checkpoint_file(const std::string& path, torch::nn::Module& model,
                                       torch::optim::Optimizer* optimizer);
+
+// Loads a state_dict file (what Python's torch.save(model.state_dict(), path) writes, a
+// checkpoint with a "model" entry, ...: restore_state_dict in checkpoint_format.h) into
+// `model`'s parameters and buffers, strictly. Returns what was used. Throws IoError for an
+// unreadable file, InvalidArgumentError when it does not fit `model`.
+std::string load_state_dict_file(const std::string& path, torch::nn::Module& model);
 
 }  // namespace ringtorch

@@ -6,6 +6,7 @@
 // generator, so one caller at a time per model.
 #pragma once
 
+#include <ATen/core/ivalue.h>
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
@@ -35,5 +36,22 @@ std::vector<char> serialize_checkpoint(const torch::nn::Module& model, torch::op
 // that are not a readable checkpoint (what LibTorch says about them included).
 TrainingProgress restore_checkpoint(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
                                     torch::optim::Optimizer* optimizer);
+
+// What Python's torch.load(path, weights_only=True) returns, as an IValue: `bytes` are a zip
+// archive written by torch.save (torch 1.13 and 2.x, pickle protocols 2-5) or torch::pickle_save.
+// Dicts, lists, tuples, None, bools, integers, floats, strings and CPU tensors; an OrderedDict
+// becomes a dict. Throws IoError naming `path` for damaged bytes and for anything else (another
+// class, a set), naming it.
+c10::IValue read_torch_save(const std::vector<char>& bytes, const std::string& path);
+
+// Loads the weights of a state_dict into `model`, as Python's
+// model.load_state_dict(torch.load(path), strict=True): `bytes` are what torch.save wrote for a
+// state_dict (an OrderedDict or dict of name -> tensor), or for a dict whose "model",
+// "state_dict" or "model_state_dict" entry is one (a ringtorch checkpoint included). Names
+// saved from a model wrapped in DistributedDataParallel ("module.fc1.weight") lose the
+// "module." when every name has it. Returns what was used ("the state_dict", "its 'model'
+// entry", ...). Throws InvalidArgumentError naming each missing, unexpected or mis-shaped entry
+// (the model unchanged) and IoError for bytes that are not a readable torch.save archive.
+std::string restore_state_dict(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model);
 
 }  // namespace ringtorch

@@ -42,16 +42,24 @@ uint32_t crc_of(const std::vector<char>& bytes) {
   return static_cast<uint32_t>(crc);
 }
 
+// The whole file (a checkpoint's size is its model's: no bound but the file's own size). Only a
+// regular file: a FIFO or a device named by mistake would block or never end.
 std::vector<char> read_file(const std::string& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  if (ec) throw IoError(str_cat("checkpoint: cannot read ", path, ": ", ec.message()));
+  if (!fs::is_regular_file(status)) throw IoError(str_cat("checkpoint: ", path, " is not a regular file"));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(str_cat("checkpoint: cannot read ", path));
-  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::vector<char> bytes(std::istreambuf_iterator<char>(in), {});
+  if (in.bad()) throw IoError(str_cat("checkpoint: reading ", path, " failed"));
+  return bytes;
 }
 
-// Why `path` cannot be trusted, or "" when its sidecar matches.
+// Why `path` cannot be trusted, or "" when its sidecar matches. Called when the sidecar exists.
 std::string verify(const std::string& path, const std::vector<char>& bytes) {
   std::ifstream sidecar(path + kSidecar);
-  if (!sidecar) return "its checksum file " + path + kSidecar + " is missing (the write did not finish)";
+  if (!sidecar) return "its checksum file " + path + kSidecar + " cannot be opened";
   std::string crc_hex, rest;
   size_t size = 0;
   const bool parsed = static_cast<bool>(sidecar >> crc_hex >> size) && !(sidecar >> rest) && !crc_hex.empty() &&
@@ -105,8 +113,15 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
       write_file_atomically(path, bytes.data(), bytes.size(), "checkpoint");
       std::ostringstream sidecar;
       sidecar << std::hex << crc_of(bytes) << std::dec << " " << bytes.size() << "\n";
-      const std::string text = sidecar.str();
-      write_file_atomically(path + kSidecar, text, "checkpoint");
+      try {
+        write_file_atomically(path + kSidecar, sidecar.str(), "checkpoint");
+      } catch (...) {
+        // A full disk takes the small file after the big one: the data file goes too, so that
+        // the directory holds no checkpoint of this step (and a resume uses the one before).
+        std::error_code ignored;
+        fs::remove(path, ignored);
+        throw;
+      }
       auto complete = list();
       for (size_t i = 0; i + keep_last_ < complete.size(); ++i) {
         fs::remove(complete[i] + kSidecar);
@@ -173,36 +188,49 @@ std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& mod
     }
   }
   std::sort(candidates.rbegin(), candidates.rend());
-  size_t complete = 0;  // with a checksum file: written to the end, so expected to load
   for (const auto& path : candidates) {
-    if (fs::exists(path + kSidecar)) ++complete;
+    // No checksum file: written by another program (Python's torch.save), or by a writer stopped
+    // between the data file's rename and the checksum's. The data file is whole either way (it
+    // was renamed into place), so it is read, with its structure checked as every file's is.
+    const bool has_sidecar = fs::exists(path + kSidecar);
     std::string why;
     try {
       const std::vector<char> bytes = read_file(path);
-      why = verify(path, bytes);
-      if (why.empty()) return restore_checkpoint(bytes, path, model, optimizer);
+      if (has_sidecar) why = verify(path, bytes);
+      if (why.empty()) {
+        TrainingProgress progress = restore_checkpoint(bytes, path, model, optimizer);
+        if (!has_sidecar) {
+          log_warning(str_cat("checkpoint ", path, " has no checksum file ", path, kSidecar,
+                              " (saved by another program, such as Python's torch.save, or its writer stopped "
+                              "before the checksum): loaded with its structure checked, its bytes unverified"));
+        }
+        return progress;
+      }
     } catch (const InvalidArgumentError&) {
       throw;  // a whole checkpoint of another model: falling back would hide it
     } catch (const std::exception& e) {
       why = e.what();
       const std::string named = "checkpoint " + path + ": ";  // the warning names the file already
       if (why.rfind(named, 0) == 0) why.erase(0, named.size());
+      if (!has_sidecar) why += " (it has no checksum file)";
     }
     log_warning(str_cat("skipping checkpoint ", path, ": ", why, "; trying the previous one"));
   }
-  if (complete > 0) {
+  if (!candidates.empty()) {
     // Starting over silently would pass for a resume: the caller asked for one and has work here.
     throw IoError(str_cat("none of the ", candidates.size(), " checkpoints in ", directory_,
                           " could be loaded (each is named above with why); move them away to start from scratch"));
   }
-  // Only writes that never finished (no checksum file: killed during the first save): nothing
-  // was lost, so this is a fresh start, as with an empty directory.
   return std::nullopt;
 }
 
 TrainingProgress load_checkpoint_file(const std::string& path, torch::nn::Module& model,
                                       torch::optim::Optimizer* optimizer) {
   return restore_checkpoint(read_file(path), path, model, optimizer);
+}
+
+std::string load_state_dict_file(const std::string& path, torch::nn::Module& model) {
+  return restore_state_dict(read_file(path), path, model);
 }
 
 }  // namespace ringtorch

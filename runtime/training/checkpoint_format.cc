@@ -1,13 +1,10 @@
 #include <ATen/core/Dict.h>
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
-#include <torch/csrc/jit/serialization/import_read.h>
-#include <torch/csrc/jit/serialization/storage_context.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
@@ -23,6 +20,7 @@
 #include "base/log.h"
 #include "runtime/training/optimizer_state.h"
 #include "runtime/training/pickle_check.h"
+#include "runtime/training/pickle_reader.h"
 
 namespace ringtorch {
 namespace {
@@ -77,63 +75,37 @@ class BoundedReader : public caffe2::serialize::ReadAdapterInterface {
   const std::vector<char>& bytes_;  // the caller's, alive for the reader's whole life
 };
 
-// A pickle names the types of typed containers in text ("Dict[str, Tensor]"), which LibTorch parses
-// with TorchScript's type parser; on some damaged text that parser dereferences a wild pointer
-// (tests/fuzz/checkpoint_fuzz, LibTorch 1.13). Only the plain types a checkpoint can hold reach it:
-//   type := name | name "[" type ("," type)* "]"
-bool is_plain_type(const std::string& text, size_t& at, int depth) {
-  static const char* const kNames[] = {"str", "int",  "float", "bool",  "complex",  "Tensor",
-                                       "Any", "Dict", "List",  "Tuple", "Optional", "NoneType"};
-  while (at < text.size() && text[at] == ' ') ++at;
-  const size_t start = at;
-  while (at < text.size() && std::isalpha(static_cast<unsigned char>(text[at]))) ++at;
-  const std::string name = text.substr(start, at - start);
-  if (std::none_of(std::begin(kNames), std::end(kNames), [&](const char* known) { return name == known; })) {
-    return false;
-  }
-  if (at < text.size() && text[at] == '[') {
-    if (depth >= 8) return false;
-    do {
-      ++at;
-      if (!is_plain_type(text, at, depth + 1)) return false;
-      while (at < text.size() && text[at] == ' ') ++at;
-    } while (at < text.size() && text[at] == ',');
-    if (at >= text.size() || text[at] != ']') return false;
-    ++at;
-  }
-  return true;
-}
-
-c10::TypePtr parse_plain_type(const std::string& text) {
-  size_t at = 0;
-  if (!is_plain_type(text, at, 0) || at != text.size()) {
-    throw IoError(str_cat("its pickle names the type '", text.substr(0, 80), "', which no checkpoint holds"));
-  }
-  return torch::jit::Unpickler::defaultTypeParser(text);
-}
-
-// What torch::pickle_load does, through BoundedReader and parse_plain_type, after
-// check_pickle_structure: the "data.pkl" archive and its tensors.
+// The "data.pkl" archive read by ringtorch's own pickle reader (pickle_reader.h), each storage
+// from its record as a storage of the record's own size: left to itself, LibTorch's unpickler
+// gave a storage the size the pickle claims over the record's bytes, whatever their number (a
+// fuzzed rng_state read past its record that way).
 c10::IValue unpickle(const std::vector<char>& bytes, const std::string& path) {
   check_zip_entry_sizes(bytes.data(), bytes.size(), path);
   caffe2::serialize::PyTorchStreamReader reader(std::make_shared<BoundedReader>(bytes));
-  if (reader.hasRecord("data.pkl")) {  // else LibTorch's own error says the record is missing
-    const auto [record, size] = reader.getRecord("data.pkl");
-    check_pickle_structure(static_cast<const char*>(record.get()), size, path);
+  if (!reader.hasRecord("data.pkl")) {
+    throw IoError(str_cat("checkpoint ", path, ": the archive has no data.pkl (not written by torch.save)"));
   }
-  // Every tensor record as a storage of the record's own size: left to itself, the unpickler
-  // gives a storage the size the pickle claims over the record's bytes, whatever their number (a
-  // fuzzed rng_state read past its record that way).
-  auto storages = std::make_shared<torch::jit::DeserializationStorageContext>();
-  for (const std::string& name : reader.getAllRecords()) {
-    if (name.rfind("data/", 0) != 0) continue;
-    auto [bytes_of_record, size] = reader.getRecord(name);
-    storages->addStorage(name.substr(5), c10::Storage(c10::Storage::use_byte_size_t(), size, std::move(bytes_of_record),
-                                                      nullptr, false));
+  if (reader.hasRecord("byteorder")) {  // torch 2.x records it; its tensors are in that order
+    const auto [order, order_size] = reader.getRecord("byteorder");
+    if (std::string(static_cast<const char*>(order.get()), order_size) != "little") {
+      throw IoError(str_cat("checkpoint ", path, ": its tensors are stored big-endian"));
+    }
   }
-  return torch::jit::readArchiveAndTensors("data", /*pickle_prefix=*/"", /*tensor_prefix=*/"",
-                                           /*type_resolver=*/{}, /*obj_loader=*/{}, /*device=*/{}, reader,
-                                           parse_plain_type, storages);
+  const auto [record, size] = reader.getRecord("data.pkl");
+  const StorageLoader load_storage = [&](const std::string& key, at::ScalarType dtype) {
+    const std::string name = "data/" + key;
+    if (!reader.hasRecord(name)) throw IoError(str_cat("checkpoint ", path, ": no record ", name, " for a tensor"));
+    auto [data, data_size] = reader.getRecord(name);
+    const size_t element = c10::elementSize(dtype);
+    if (data_size % element != 0) {
+      throw IoError(str_cat("checkpoint ", path, ": record ", name, " holds ", data_size, " bytes, not whole ",
+                            c10::toString(dtype), " elements"));
+    }
+    c10::Storage storage(c10::Storage::use_byte_size_t(), data_size, std::move(data), nullptr, false);
+    return at::empty({0}, at::TensorOptions().dtype(dtype))
+        .set_(storage, 0, {static_cast<int64_t>(data_size / element)}, {1});
+  };
+  return read_pickle(static_cast<const char*>(record.get()), size, load_storage, path);
 }
 
 int64_t int_entry(const c10::impl::GenericDict& dict, const char* key, const std::string& path) {
@@ -141,6 +113,49 @@ int64_t int_entry(const c10::impl::GenericDict& dict, const char* key, const std
     throw InvalidArgumentError(str_cat("checkpoint ", path, ": no integer entry '", key, "'"));
   }
   return dict.at(key).toInt();
+}
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+NamedTensors parameters_and_buffers(torch::nn::Module& model) {
+  NamedTensors targets;
+  for (const auto& item : model.named_parameters()) targets.emplace_back(item.key(), item.value());
+  for (const auto& item : model.named_buffers()) targets.emplace_back(item.key(), item.value());
+  return targets;
+}
+
+// Strict, as load_state_dict(strict=True): same names, same shapes, tensors within their storage.
+// Throws InvalidArgumentError naming each difference, `what` saying what the entries are.
+void check_fits(const c10::impl::GenericDict& state, const NamedTensors& targets, const std::string& what) {
+  for (const auto& entry : state) {
+    if (entry.value().isTensor()) check_tensor_within_storage(entry.value().toTensor(), str_cat(what, " entry"));
+  }
+  std::vector<std::string> problems;
+  for (const auto& [name, target] : targets) {
+    if (!state.contains(name)) {
+      problems.push_back(str_cat("missing '", name, "'"));
+    } else if (!state.at(name).isTensor()) {
+      problems.push_back(str_cat("'", name, "' is not a tensor"));
+    } else if (state.at(name).toTensor().sizes() != target.sizes()) {
+      problems.push_back(
+          str_cat("'", name, "' has shape ", state.at(name).toTensor().sizes(), ", the model ", target.sizes()));
+    }
+  }
+  if (static_cast<size_t>(state.size()) != targets.size() && problems.empty()) {
+    for (const auto& entry : state) {
+      const std::string name = entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
+      if (std::none_of(targets.begin(), targets.end(), [&](const auto& t) { return t.first == name; })) {
+        problems.push_back(str_cat("unexpected '", name, "'"));
+      }
+    }
+  }
+  if (!problems.empty()) {
+    constexpr size_t kNamed = 6;  // a ResNet's whole list would bury the point
+    std::string text;
+    for (size_t i = 0; i < std::min(problems.size(), kNamed); ++i) text += "; " + problems[i];
+    if (problems.size() > kNamed) text += str_cat("; and ", problems.size() - kNamed, " more");
+    throw InvalidArgumentError(str_cat(what, " does not fit the model", text, " (was it saved from another model?)"));
+  }
 }
 
 TrainingProgress restore(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
@@ -152,38 +167,8 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
     throw InvalidArgumentError(str_cat("checkpoint ", path, ": no 'model' dict"));
   }
   auto state = dict.at("model").toGenericDict();
-  for (const auto& entry : state) {
-    if (entry.value().isTensor()) {
-      check_tensor_within_storage(entry.value().toTensor(), str_cat("checkpoint ", path, ": its model entry"));
-    }
-  }
-  // Strict, as load_state_dict(strict=True): same names, same shapes.
-  std::vector<std::pair<std::string, at::Tensor>> targets;
-  for (const auto& item : model.named_parameters()) targets.emplace_back(item.key(), item.value());
-  for (const auto& item : model.named_buffers()) targets.emplace_back(item.key(), item.value());
-  std::string problems;
-  for (const auto& [name, target] : targets) {
-    if (!state.contains(name)) {
-      problems += str_cat("; missing '", name, "'");
-    } else if (!state.at(name).isTensor()) {
-      problems += str_cat("; '", name, "' is not a tensor");
-    } else if (state.at(name).toTensor().sizes() != target.sizes()) {
-      problems +=
-          str_cat("; '", name, "' has shape ", state.at(name).toTensor().sizes(), ", the model ", target.sizes());
-    }
-  }
-  if (static_cast<size_t>(state.size()) != targets.size() && problems.empty()) {
-    for (const auto& entry : state) {
-      const std::string name = entry.key().isString() ? entry.key().toStringRef() : entry.key().tagKind();
-      if (std::none_of(targets.begin(), targets.end(), [&](const auto& t) { return t.first == name; })) {
-        problems += str_cat("; unexpected '", name, "'");
-      }
-    }
-  }
-  if (!problems.empty()) {
-    throw InvalidArgumentError(
-        str_cat("checkpoint ", path, " does not fit the model", problems, " (was it saved from another model?)"));
-  }
+  NamedTensors targets = parameters_and_buffers(model);
+  check_fits(state, targets, str_cat("checkpoint ", path));
   TrainingProgress progress;
   progress.epoch = int_entry(dict, "epoch", path);
   progress.step = int_entry(dict, "step", path);
@@ -237,14 +222,54 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
   return progress;
 }
 
-}  // namespace
+// The state_dict in `value`: the dict itself, or its "model", "state_dict" or "model_state_dict"
+// entry (a ringtorch checkpoint; the usual names of Python training scripts' checkpoints).
+c10::impl::GenericDict find_state_dict(const c10::IValue& value, const std::string& path, std::string* source) {
+  if (!value.isGenericDict()) {
+    throw InvalidArgumentError(str_cat(path, " holds a ", value.tagKind(), ", not a state_dict (a dict of tensors)"));
+  }
+  auto dict = value.toGenericDict();
+  for (const char* key : {"model", "state_dict", "model_state_dict"}) {
+    if (dict.contains(key) && dict.at(key).isGenericDict()) {
+      *source = str_cat("its '", key, "' entry");
+      return dict.at(key).toGenericDict();
+    }
+  }
+  *source = "the state_dict";
+  return dict;
+}
 
-TrainingProgress restore_checkpoint(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
-                                    torch::optim::Optimizer* optimizer) {
-  // LibTorch reports damaged bytes with c10::Error and with exceptions of its own (the unpickler's
-  // torch::jit::ErrorReport): every one becomes an IoError naming the file.
+// A state_dict saved from a model wrapped in DistributedDataParallel or DataParallel names every
+// entry "module.<name>": the names without it, when every entry has it.
+c10::impl::GenericDict without_module_prefix(const c10::impl::GenericDict& state, std::string* source) {
+  static const std::string kPrefix = "module.";
+  if (state.empty()) return state;
+  for (const auto& entry : state) {
+    if (!entry.key().isString() || entry.key().toStringRef().rfind(kPrefix, 0) != 0) return state;
+  }
+  c10::impl::GenericDict renamed(c10::StringType::get(), c10::AnyType::get());
+  for (const auto& entry : state) renamed.insert(entry.key().toStringRef().substr(kPrefix.size()), entry.value());
+  *source += ", without the 'module.' of a wrapped model's names";
+  return renamed;
+}
+
+std::string restore_weights(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model) {
+  std::string source;
+  const c10::impl::GenericDict state =
+      without_module_prefix(find_state_dict(unpickle(bytes, path), path, &source), &source);
+  NamedTensors targets = parameters_and_buffers(model);
+  check_fits(state, targets, str_cat(path, " (", source, ")"));
+  torch::NoGradGuard no_grad;
+  for (auto& [name, target] : targets) target.copy_(state.at(name).toTensor());
+  return source;
+}
+
+// LibTorch reports damaged bytes with c10::Error and with exceptions of its own (the zip reader's):
+// every one becomes an IoError naming the file.
+template <typename Function>
+auto naming_the_file(const std::string& path, Function&& function) -> decltype(function()) {
   try {
-    return restore(bytes, path, model, optimizer);
+    return function();
   } catch (const Error&) {
     throw;
   } catch (const c10::Error& e) {
@@ -252,6 +277,21 @@ TrainingProgress restore_checkpoint(const std::vector<char>& bytes, const std::s
   } catch (const std::exception& e) {
     throw IoError(str_cat("checkpoint ", path, ": ", e.what()));
   }
+}
+
+}  // namespace
+
+c10::IValue read_torch_save(const std::vector<char>& bytes, const std::string& path) {
+  return naming_the_file(path, [&] { return unpickle(bytes, path); });
+}
+
+std::string restore_state_dict(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model) {
+  return naming_the_file(path, [&] { return restore_weights(bytes, path, model); });
+}
+
+TrainingProgress restore_checkpoint(const std::vector<char>& bytes, const std::string& path, torch::nn::Module& model,
+                                    torch::optim::Optimizer* optimizer) {
+  return naming_the_file(path, [&] { return restore(bytes, path, model, optimizer); });
 }
 
 }  // namespace ringtorch

@@ -278,7 +278,82 @@ checkpoint_case() {  # KIND
 case_checkpoint_truncated() { checkpoint_case truncated; }
 case_checkpoint_bit_flip() { checkpoint_case bit_flip; }
 case_checkpoint_empty() { checkpoint_case empty; }
-case_checkpoint_no_checksum() { checkpoint_case no_checksum; }
+# The newest checkpoint without its checksum file (its writer stopped between the two renames):
+# whole, so it loads, said to be unverified.
+case_checkpoint_no_checksum() {
+  local dir=$work/no_checksum newest rc
+  local expect="newest checkpoint without its checksum file: it is resumed (a warning says its bytes are unverified), exit 0"
+  log=$work/checkpoint_no_checksum.log
+  make_checkpoints || { verdict checkpoint_no_checksum FAIL "$expect" "could not write the checkpoints"; return; }
+  cp -r "$work/ck" "$dir"
+  newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
+  rm "$newest.crc32"
+  rc=$(resume "$dir" 3)
+  if [ "$rc" = 0 ] && grep -q "has no checksum file" "$log" && grep -q "resumed at epoch 3 step" "$log" &&
+    ! grep -q "skipping checkpoint" "$log"; then
+    verdict checkpoint_no_checksum PASS "$expect" "exit 0: $(grep -m1 -o 'resumed at epoch [0-9]* step [0-9]*' "$log")"
+  else
+    verdict checkpoint_no_checksum FAIL "$expect" "exit $rc"
+  fi
+}
+# Python loads the newest checkpoint and saves it again with torch.save (one-entry dicts pickled
+# with SETITEM, no checksum file): the resume takes it, optimizer state included.
+case_checkpoint_python_resaved() {
+  local dir=$work/python_resaved newest rc
+  local expect="newest checkpoint loaded and saved again by Python's torch.save: resumed from it (not skipped, no fresh start), exit 0"
+  log=$work/checkpoint_python_resaved.log
+  make_checkpoints || { verdict checkpoint_python_resaved FAIL "$expect" "could not write the checkpoints"; return; }
+  cp -r "$work/ck" "$dir"
+  newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
+  rm "$newest.crc32"
+  /usr/bin/python3 "$here/../runtime/torch_save_cases.py" resave "$newest" "$newest" ||
+    { verdict checkpoint_python_resaved SKIP "$expect" "Python's torch could not re-save it"; return; }
+  rc=$(resume "$dir" 3)
+  if [ "$rc" = 0 ] && grep -q "resumed at epoch 3 step" "$log" && ! grep -q "skipping checkpoint" "$log" &&
+    ! grep -q "Epoch \[[12]/3\]" "$log"; then
+    verdict checkpoint_python_resaved PASS "$expect" "exit 0: $(grep -m1 -o 'resumed at epoch [0-9]* step [0-9]*' "$log")"
+  else
+    verdict checkpoint_python_resaved FAIL "$expect" "exit $rc"
+  fi
+}
+# --init-from: a state_dict Python saved (the model of models/python, wrapped as DDP wraps it)
+# starts training; another model's is refused before the first step, naming an entry.
+case_init_from_python() {
+  local rc rc2 sum
+  local expect="--init-from a Python state_dict: every rank starts from its weights (checksum = Python's sum); another model's: exit 1 naming the entry, no step trained"
+  log=$work/init_from_python.log
+  sum=$(/usr/bin/python3 - "$work/mlp_state.pt" "$work/lenet_state.pt" "$here/../../models/python" <<'PY'
+import sys, torch
+sys.path.insert(0, sys.argv[3])
+from ringtorch_models import build
+class Wrapped(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.module = m
+model = build("mlp")
+with torch.no_grad():
+    for p in model.parameters():
+        p.mul_(3)
+torch.save(Wrapped(model).state_dict(), sys.argv[1])
+torch.save(build("lenet").state_dict(), sys.argv[2])
+print("%.6f" % sum(float(p.double().sum()) for p in model.parameters()))
+PY
+  ) || { verdict init_from_python SKIP "$expect" "Python's torch could not write the state_dicts"; return; }
+  "$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs 1     --max-train-samples 128 --lr 1e-12 --momentum 0 --init-from "$work/mlp_state.pt" >"$log" 2>&1
+  rc=$?
+  local checksum
+  checksum=$(grep -o '"parameter_checksums":\[[^,]*' "$log" | sed 's/.*\[//')
+  "$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs 1     --init-from "$work/lenet_state.pt" >"$log.other" 2>&1
+  rc2=$?
+  cat "$log.other" >>"$log"
+  if [ "$rc" = 0 ] && grep -q "initialized the model from" "$log" &&
+    /usr/bin/python3 -c 'import sys; sys.exit(abs(float(sys.argv[1]) - float(sys.argv[2])) > 1e-4)' "$checksum" "$sum" &&
+    [ "$rc2" = 1 ] && grep -q "does not fit the model; missing 'fc.weight'" "$log.other" && ! grep -q "Epoch \[" "$log.other"; then
+    verdict init_from_python PASS "$expect" "checksum $checksum (Python $sum); other model: exit 1: $(grep -m1 -o 'does not fit the model[^;]*;[^;]*' "$log.other")"
+  else
+    verdict init_from_python FAIL "$expect" "exits $rc/$rc2, checksum '$checksum', Python $sum"
+  fi
+}
 case_checkpoint_garbled_checksum() { checkpoint_case garbled_checksum; }
 case_checkpoint_optimizer_state() { checkpoint_case optimizer_state; }
 case_checkpoint_all_damaged() {
@@ -484,6 +559,41 @@ case_file_store_read_only() {
   cleanup_case
 }
 
+# A full disk under --checkpoint-dir: the save whose checksum file finds no room removes its
+# data file, the job stops naming the file system's error, and a resume (with room again)
+# continues from the checkpoint before, not from a half-recorded one.
+case_checkpoint_disk_full() {
+  local mnt=$work/fullfs rc rc2 size free filler
+  local expect="the checkpoint disk fills between a checkpoint's data file and its checksum: exit 1 naming the error, no data file without checksum left; the resume continues from the one before"
+  [ "$(id -u)" = 0 ] && mkdir -p "$mnt" && mount -t tmpfs -o size=16m tmpfs "$mnt" 2>/dev/null ||
+    { verdict checkpoint_disk_full SKIP "$expect" "needs root to mount a tmpfs"; return; }
+  log=$work/checkpoint_disk_full.log
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs 1 \
+    --checkpoint-dir "$mnt/ck" >"$log" 2>&1
+  # Leave room for exactly the next data file's blocks: its checksum file finds none.
+  size=$(stat -c %s "$mnt"/ck/checkpoint-*.pt)
+  free=$(($(stat -f -c '%a * %S' "$mnt")))
+  filler=$((free - (size + 4095) / 4096 * 4096))
+  fallocate -l "$filler" "$mnt/filler" 2>/dev/null || head -c "$filler" /dev/zero >"$mnt/filler"
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs 2 \
+    --checkpoint-dir "$mnt/ck" --resume >"$log" 2>&1
+  rc=$?
+  local orphans=0 f
+  for f in "$mnt"/ck/checkpoint-*.pt; do [ -e "$f.crc32" ] || orphans=$((orphans + 1)); done
+  rm -f "$mnt/filler"
+  "$ringrun" --standalone --nproc_per_node 1 --use_env --timeout 60 "$ringtrain" "${train_args[@]}" --epochs 2 \
+    --checkpoint-dir "$mnt/ck" --resume >"$log.again" 2>&1
+  rc2=$?
+  cat "$log.again" >>"$log"
+  umount "$mnt" 2>/dev/null
+  if [ "$rc" = 1 ] && grep -q "No space left on device" "$log" && [ "$orphans" = 0 ] && [ "$rc2" = 0 ] &&
+    grep -q "resumed at epoch 2 step" "$log.again" && ! grep -q "skipping checkpoint" "$log.again"; then
+    verdict checkpoint_disk_full PASS "$expect" "exit 1: $(grep -m1 -o 'No space left on device' "$log"); no orphan; then exit 0, $(grep -m1 -o 'resumed at epoch [0-9]* step [0-9]*' "$log.again")"
+  else
+    verdict checkpoint_disk_full FAIL "$expect" "exits $rc/$rc2, $orphans data files without checksum"
+  fi
+}
+
 case_redis_lost_one_node() {
   local port redis job rc
   local expect="Redis killed mid-training under a one-node ringrun: the store's loss is named, the worker finishes, exit 0 at once"
@@ -642,8 +752,8 @@ NFT
 quick_cases=(mismatch_dtype_tcp mismatch_same_bytes_tcp mismatch_count_tcp mismatch_op_tcp mismatch_dtype_shm
   mismatch_barrier_shm mismatch_send_recv worker_kill9 worker_kill9_restart worker_sigstop checkpoint_truncated checkpoint_bit_flip
   checkpoint_empty checkpoint_no_checksum checkpoint_garbled_checksum checkpoint_optimizer_state
-  checkpoint_all_damaged checkpoint_other_model diverged_training duplicate_run_id output_path_unwritable master_addr_wrong redis_down_before_rendezvous redis_password_private redis_lost_one_node redis_lost_after_rendezvous)
-slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct file_store_read_only)
+  checkpoint_all_damaged checkpoint_other_model checkpoint_python_resaved init_from_python diverged_training duplicate_run_id output_path_unwritable master_addr_wrong redis_down_before_rendezvous redis_password_private redis_lost_one_node redis_lost_after_rendezvous)
+slow_cases=(node_kill9 node_sigstop link_down packet_loss_1pct file_store_read_only checkpoint_disk_full)
 if [ "$list" = 1 ]; then
   printf '%s (quick)\n' "${quick_cases[@]}"
   printf '%s (root)\n' "${slow_cases[@]}"

@@ -4,8 +4,10 @@
 // Checkpointer::load_latest turns into "skipping checkpoint"); and a restore that throws must
 // leave the model and the optimizer exactly as they were (all or nothing).
 //
-// LibTorch's unpickler is not instrumented: coverage guides the fuzzer through ringtorch's code
-// only, and LibTorch's crashes still count (a signal ends the run as a finding).
+// The pickle is read by ringtorch's own reader (pickle_reader.cc), instrumented; LibTorch's zip
+// reader is not: coverage guides the fuzzer through ringtorch's code only, and LibTorch's crashes
+// still count (a signal ends the run as a finding). Seeds: a checkpoint of this model as
+// ringtorch writes it, and as Python's torch.save writes it again (SETITEM, OrderedDict).
 //
 // RINGTORCH_FUZZ_WRITE_SEED=FILE writes a valid checkpoint of this model there (the seed corpus).
 #include <ATen/Parallel.h>

@@ -31,7 +31,7 @@ with torch.no_grad():
         p.add_(1)
 torch.save({"format": ckpt["format"], "model": dict(net.state_dict()), "epoch": ckpt["epoch"] + 1,
             "step": ckpt["step"] + 1, "samples_in_epoch": 0,
-            # Two entries on purpose: Python pickles a one-item dict with SETITEM, an opcode
-            # LibTorch 1.13's unpickler does not know (docs/checkpoints.md).
-            "metadata": {"written_by": "python", "source": source}}, target)
+            # One entry on purpose: Python pickles a one-item dict with SETITEM, an opcode
+            # LibTorch 1.13's unpickler does not know (ringtorch reads it: pickle_reader.h).
+            "metadata": {"written_by": "python"}}, target)
 print("python: loaded step", ckpt["step"], "epoch", ckpt["epoch"], "metadata", ckpt["metadata"])

@@ -26,7 +26,9 @@
 #include <ringtorch/state_broadcast.h>
 
 #include "runtime/training/pickle_check.h"
+#include "runtime/training/pickle_reader.h"
 #include "support/error_of.h"
+#include "support/stderr_capture.h"
 #include "support/test_paths.h"
 #include "support/thread_ranks.h"
 
@@ -59,28 +61,7 @@ void train_step(Net& net, torch::optim::Optimizer& opt) {
   opt.step();
 }
 
-// Collects what this process writes to stderr while it lives.
-class StderrCapture {
- public:
-  StderrCapture() : file_(std::tmpfile()), saved_(::dup(2)) { ::dup2(::fileno(file_), 2); }
-  std::string finish() {
-    std::fflush(stderr);
-    ::dup2(saved_, 2);
-    std::string text;
-    std::rewind(file_);
-    for (int c; (c = std::fgetc(file_)) != EOF;) text.push_back(static_cast<char>(c));
-    return text;
-  }
-  ~StderrCapture() {
-    ::dup2(saved_, 2);
-    ::close(saved_);
-    std::fclose(file_);
-  }
-
- private:
-  std::FILE* file_;
-  int saved_;
-};
+using testing::StderrCapture;
 
 TEST(Checkpoint, RestoresModelOptimizerProgressAndRng) {
   testing::TempDir dir;
@@ -361,7 +342,8 @@ TEST(Checkpoint, KeepsTheLastKAndSkipsCorruptOrIncompleteOnes) {
   ASSERT_EQ(kept.size(), 4u);
   EXPECT_NE(kept.front().find("checkpoint-0000000003.pt"), std::string::npos);
   // Truncate the newest (a torn write on a file system without rename atomicity), flip a byte
-  // in the next (bit rot), drop the sidecar of the one before (a writer killed between renames).
+  // in the next (bit rot), drop the sidecar of the one before (a writer killed between renames:
+  // its data file is whole, and loads, said to be unverified).
   fs::resize_file(kept[3], fs::file_size(kept[3]) / 2);
   {
     std::fstream f(kept[2], std::ios::in | std::ios::out | std::ios::binary);
@@ -374,11 +356,12 @@ TEST(Checkpoint, KeepsTheLastKAndSkipsCorruptOrIncompleteOnes) {
   auto loaded = checkpoints.load_latest(*restored, nullptr);
   const std::string text = warnings.finish();
   ASSERT_TRUE(loaded.has_value());
-  EXPECT_EQ(loaded->step, 3);
-  EXPECT_EQ(restored->fc1->weight[0][0].item<float>(), 3.0f);
+  EXPECT_EQ(loaded->step, 4);
+  EXPECT_EQ(restored->fc1->weight[0][0].item<float>(), 4.0f);
   EXPECT_NE(text.find("skipping checkpoint " + kept[3] + ": it has "), std::string::npos) << text;
   EXPECT_NE(text.find("skipping checkpoint " + kept[2] + ": crc32 "), std::string::npos) << text;
-  EXPECT_NE(text.find("checksum file " + kept[1] + ".crc32 is missing"), std::string::npos) << text;
+  EXPECT_NE(text.find("checkpoint " + kept[1] + " has no checksum file"), std::string::npos) << text;
+  EXPECT_NE(text.find("its bytes unverified"), std::string::npos) << text;
 }
 
 TEST(Checkpoint, AWriterKilledMidWriteLeavesTheLastCompleteOneUsable) {
@@ -544,11 +527,16 @@ TEST(Checkpoint, AFormatOneCheckpointLoadsItsWeightsAndSaysTheOptimizerStartsFre
   EXPECT_NE(text.find("(format 1), which is no longer loaded"), std::string::npos) << text;
 }
 
-// LibTorch's unpickler zero-fills a string of whatever length a pickle claims before it finds
-// the data shorter (the checkpoint fuzzer's input touched 4 GiB): the structure is checked first.
-TEST(Checkpoint, APickleIsCheckedBeforeLibTorchReadsIt) {
+// The pickle reader checks as it reads: LibTorch's unpickler zero-filled a string of whatever
+// length a pickle claimed (the checkpoint fuzzer's input touched 4 GiB), grew its memo to any
+// index, and popped an empty stack (a TUPLE3 on a stack of one freed a pointer it never
+// allocated). Each damaged pickle is an IoError naming the byte and what is wrong.
+TEST(Checkpoint, ADamagedPickleIsAnErrorNamingTheByte) {
+  const StorageLoader no_storages = [](const std::string& key, at::ScalarType) -> at::Tensor {
+    throw IoError("no storage " + key);
+  };
   const std::vector<char> valid = torch::jit::pickle(c10::IValue(std::string("format")));
-  EXPECT_NO_THROW(check_pickle_structure(valid.data(), valid.size(), "p"));
+  EXPECT_EQ(read_pickle(valid.data(), valid.size(), no_storages, "p").toStringRef(), "format");
   const struct {
     std::string bytes, expected;
   } bad[] = {
@@ -558,32 +546,59 @@ TEST(Checkpoint, APickleIsCheckedBeforeLibTorchReadsIt) {
        "at byte 2: it claims 4294967295 bytes, 3 are left"},
       {std::string("\x80\x02\xff.", 4), "at byte 2: byte 0xff is no pickle opcode"},
       {std::string("\x80\x02N", 3), "at byte 3: it ends before its STOP opcode"},
-      {std::string("\x80\x02Nr\x00\x00\x00\x40.", 9), "at byte 3: it names memo entry 1073741824 in a pickle of 9"},
-      {std::string("\x80\x02Np99999\n.", 12), "at byte 3: it names memo entry 99999 in a pickle of 12"},
+      {std::string("\x80\x02Nj\x00\x00\x00\x40.", 9), "at byte 3: it names memo entry 1073741824, which was never"},
+      {std::string("\x80\x02Ng99999\n.", 12), "at byte 3: it names memo entry 99999, which was never stored"},
       {std::string("\x80\x02"
                    "cbuiltins\nlist",
                    16),
        "its argument has no end of line"},
-      // The fuzzer's input that made LibTorch free a pointer it never allocated: a TUPLE3 on a
-      // stack of one.
       {std::string("\x80\x02"
                    "ctorch.jit._pickle\nrestore_type_tag\nq\x00\x87.",
                    42),
-       "at byte 40: it takes 3 items from a stack of 1"},
-      {std::string("\x80\x02NN(N\x86.", 8), "at byte 6: it takes 2 items from a stack of 1"},
+       "at byte 40: it takes an item the stack does not hold"},
+      {std::string("\x80\x02NN(N\x86.", 8), "at byte 6: it takes an item the stack does not hold"},
       {std::string("\x80\x02}NNNu.", 8), "at byte 6: it needs a MARK and there is none"},
       {std::string("\x80\x02}(NNNu.", 9), "at byte 7: it pairs keys with values and there are 3 items"},
       {std::string("\x80\x02(NNNd.", 8), "at byte 6: it pairs keys with values and there are 3 items"},
-      {std::string("\x80\x02q\x00N.", 6), "at byte 2: it takes 1 item from a stack of 0"},
-      {std::string("\x80\x02.", 3), "at byte 2: it takes 1 item from a stack of 0"},
+      {std::string("\x80\x02q\x00N.", 6), "at byte 2: it takes an item the stack does not hold"},
+      {std::string("\x80\x02.", 3), "at byte 2: it takes an item the stack does not hold"},
+      // A list placed in itself, and a list changed after it was placed in another (which could
+      // then be placed in it): cycles of references, never freed.
+      {std::string("\x80\x02]q\x00h\x00"
+                   "a.",
+                   9),
+       "at byte 7: it places a container in itself"},
+      {std::string("\x80\x02]q\x00]q\x01"
+                   "ah\x01h\x00"
+                   "a.",
+                   15),
+       "at byte 13: it changes a container already placed in another"},
+      {std::string("\x80\x02"
+                   "cos\nsystem\n.",
+                   14),
+       "holds the global os.system at byte 2"},
+      {std::string("\x80\x02\x8f.", 4), "holds a set at byte 2"},
+      {std::string("\x80\x01N.", 4), "holds pickle protocol 1 at byte 0"},
+      {std::string("\x80\x02\x8a\x09\x01\x01\x01\x01\x01\x01\x01\x01\x01.", 14), "an integer of 9 bytes"},
   };
   for (const auto& b : bad) {
     try {
-      check_pickle_structure(b.bytes.data(), b.bytes.size(), "p");
+      read_pickle(b.bytes.data(), b.bytes.size(), no_storages, "p");
       ADD_FAILURE() << "accepted " << b.expected;
     } catch (const IoError& e) {
       EXPECT_NE(std::string(e.what()).find(b.expected), std::string::npos) << e.what();
     }
+  }
+  // Nesting deeper than 100 (an IValue's destructor recurses through what it holds).
+  std::string deep("\x80\x02", 2);
+  for (int i = 0; i < 200; ++i) deep += "]";
+  for (int i = 0; i < 199; ++i) deep += "a";
+  deep += ".";
+  try {
+    read_pickle(deep.data(), deep.size(), no_storages, "p");
+    ADD_FAILURE() << "accepted 200 nested lists";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("containers nested more than 100 deep"), std::string::npos) << e.what();
   }
 }
 
@@ -631,19 +646,39 @@ TEST(Checkpoint, ATensorReachingPastItsStorageIsRefused) {
   }
 }
 
-// A save killed before its checksum file leaves a checkpoint that never finished: skipped with
-// a warning, and when nothing else is there the resume is a fresh start, not a failure (a job
-// killed during its first save must be able to restart).
-TEST(Checkpoint, OnlyAnUnfinishedWriteIsAFreshStart) {
+// A checkpoint without its checksum file (its writer stopped between the two renames) whose
+// bytes are damaged is skipped like any other, and when it is the only one the resume fails:
+// there was work here, and starting over would hide it.
+TEST(Checkpoint, ADamagedCheckpointWithoutChecksumIsNotAFreshStart) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
   Net net;
   const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
   fs::remove(path + ".crc32");
+  fs::resize_file(path, fs::file_size(path) / 2);
   StderrCapture warnings;
-  EXPECT_FALSE(checkpoints.load_latest(*net, nullptr).has_value());
+  EXPECT_THROW(checkpoints.load_latest(*net, nullptr), IoError);
   const std::string text = warnings.finish();
-  EXPECT_NE(text.find("is missing (the write did not finish)"), std::string::npos) << text;
+  EXPECT_NE(text.find("skipping checkpoint " + path + ": "), std::string::npos) << text;
+  EXPECT_NE(text.find("(it has no checksum file)"), std::string::npos) << text;
+}
+
+// A save whose checksum file cannot be written (a full disk takes the small file after the big
+// one; here a directory stands where the file would go) removes its data file: the directory
+// holds no checkpoint of that step, and a resume takes the one before.
+TEST(Checkpoint, ASaveWhoseChecksumFailsLeavesNoDataFile) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net net;
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  const std::string second = dir.file("checkpoint-0000000002.pt");
+  fs::create_directory(second + ".crc32");
+  EXPECT_THROW(checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}}), IoError);
+  EXPECT_FALSE(fs::exists(second));
+  fs::remove(second + ".crc32");
+  auto loaded = checkpoints.load_latest(*net, nullptr);
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_EQ(loaded->step, 1);
 }
 
 TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
