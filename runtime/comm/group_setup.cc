@@ -203,7 +203,8 @@ std::unique_ptr<SyncLane> connect_lane(const GroupMesh& mesh, const GroupSetting
   }
 }
 
-HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role) {
+HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role,
+                    const std::string& prefix) {
   if (role == GroupRole::kCrossHostPart) {
     HostPlan plan;
     plan.why = "the cross-host part of a hierarchical group";
@@ -214,7 +215,15 @@ HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettin
     plan.why = "a group of one rank";
     return plan;
   }
-  return plan_hosts(*mesh.store, rank, size, settings.segment_tag, settings.shared_memory, settings.host_identity);
+  const std::string step = str_cat("planning group '", settings.name, "' (which ranks share a host)");
+  try {
+    return plan_hosts(*mesh.store, rank, size, settings.segment_tag, settings.shared_memory, settings.host_identity);
+  } catch (const Error& e) {
+    // A store error alone names the key, not the rank or the step it belongs to.
+    std::rethrow_exception(
+        make_error(e.kind(), str_cat(prefix, step, ": ", e.what(), "; RINGTORCH_SHM=0 goes without shared memory"),
+                   FailureSite{rank, e.site().peer, step}));
+  }
 }
 
 }  // namespace ringtorch

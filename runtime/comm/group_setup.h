@@ -80,8 +80,9 @@ GroupAgreement agree_on_group(const GroupMesh& mesh, const GroupSettings& settin
 enum class GroupRole { kWhole, kCrossHostPart };
 
 // The host plan (shm/host_plan.h) for a kWhole group of more than one rank; for the others, a
-// plan without shared memory whose `why` says so.
-HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role);
+// plan without shared memory whose `why` says so. Its errors start with `prefix` and name the step.
+HostPlan plan_paths(const GroupMesh& mesh, int rank, int size, const GroupSettings& settings, GroupRole role,
+                    const std::string& prefix);
 
 // Connects the group's synchronous lane. Collective; called only where agree_on_group agreed and
 // the plan sends everything over Gloo. Fails on every rank within the timeout, as connect_mesh

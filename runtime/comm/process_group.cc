@@ -124,7 +124,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::Impl::create_group(const c10::intrus
   GroupMesh mesh = connect_mesh(store, rank, size, store_host, settings, prefix);
   const GroupAgreement agreement = agree_on_group(mesh, settings, prefix);
   group->allreduce_piece_bytes_ = agreement.allreduce_piece_bytes;
-  HostPlan plan = plan_paths(mesh, rank, size, settings, role);
+  HostPlan plan = plan_paths(mesh, rank, size, settings, role, prefix);
   // Only a group that sends everything over Gloo: where shared memory carries the collectives,
   // the lane would only hold sockets open (a hierarchical group's cross-host part has its own).
   std::unique_ptr<SyncLane> lane = agreement.sync_lane && !plan.local ? connect_lane(mesh, settings, prefix) : nullptr;

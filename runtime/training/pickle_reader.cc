@@ -37,12 +37,18 @@ constexpr int64_t kMaxDims = 64;
 // torch.<Name>Storage, the storage classes torch.save names in a tensor's persistent id.
 bool storage_dtype(const std::string& global, at::ScalarType* dtype) {
   static const std::map<std::string, at::ScalarType> kStorages = {
-      {"torch.FloatStorage", at::kFloat},         {"torch.DoubleStorage", at::kDouble},
-      {"torch.HalfStorage", at::kHalf},           {"torch.BFloat16Storage", at::kBFloat16},
-      {"torch.LongStorage", at::kLong},           {"torch.IntStorage", at::kInt},
-      {"torch.ShortStorage", at::kShort},         {"torch.CharStorage", at::kChar},
-      {"torch.ByteStorage", at::kByte},           {"torch.BoolStorage", at::kBool},
-      {"torch.ComplexFloatStorage", at::kComplexFloat}, {"torch.ComplexDoubleStorage", at::kComplexDouble},
+      {"torch.FloatStorage", at::kFloat},
+      {"torch.DoubleStorage", at::kDouble},
+      {"torch.HalfStorage", at::kHalf},
+      {"torch.BFloat16Storage", at::kBFloat16},
+      {"torch.LongStorage", at::kLong},
+      {"torch.IntStorage", at::kInt},
+      {"torch.ShortStorage", at::kShort},
+      {"torch.CharStorage", at::kChar},
+      {"torch.ByteStorage", at::kByte},
+      {"torch.BoolStorage", at::kBool},
+      {"torch.ComplexFloatStorage", at::kComplexFloat},
+      {"torch.ComplexDoubleStorage", at::kComplexDouble},
   };
   const auto found = kStorages.find(global);
   if (found == kStorages.end()) return false;
@@ -61,7 +67,8 @@ class Reader {
       const auto code = static_cast<unsigned char>(data_[at_++]);
       if (code == '.') {  // STOP: what follows is not read
         Item result = pop();
-        if (result.callable != Callable::kNone) unsupported(str_cat("a bare global (", result.value.toStringRef(), ")"));
+        if (result.callable != Callable::kNone)
+          unsupported(str_cat("a bare global (", result.value.toStringRef(), ")"));
         return result.value;
       }
       step(code);
@@ -240,7 +247,8 @@ class Reader {
   std::vector<int64_t> shape_argument(const c10::IValue& v, const char* what) {
     if (!v.isTuple()) damaged(str_cat("a tensor's ", what, " is not a tuple"));
     const auto& elements = v.toTupleRef().elements();
-    if (static_cast<int64_t>(elements.size()) > kMaxDims) unsupported(str_cat("a tensor of ", elements.size(), " dimensions"));
+    if (static_cast<int64_t>(elements.size()) > kMaxDims)
+      unsupported(str_cat("a tensor of ", elements.size(), " dimensions"));
     std::vector<int64_t> numbers;
     for (const auto& e : elements) {
       numbers.push_back(int_argument(e, what));
@@ -264,9 +272,9 @@ class Reader {
     bool empty = false;
     for (size_t d = 0; d < sizes.size(); ++d) {
       if (sizes[d] == 0) empty = true;
-      if (sizes[d] > 0 && (__builtin_mul_overflow(static_cast<uint64_t>(sizes[d] - 1),
-                                                  static_cast<uint64_t>(strides[d]), &step) ||
-                           __builtin_add_overflow(last, step, &last))) {
+      if (sizes[d] > 0 &&
+          (__builtin_mul_overflow(static_cast<uint64_t>(sizes[d] - 1), static_cast<uint64_t>(strides[d]), &step) ||
+           __builtin_add_overflow(last, step, &last))) {
         damaged("a tensor's sizes and strides overflow");
       }
     }
@@ -337,8 +345,12 @@ class Reader {
         if (version < 2 || version > 5) unsupported(str_cat("pickle protocol ", version));
         return;
       }
-      case 0x95: take(8); return;  // FRAME: a hint for buffering
-      case '(': marks_.push_back(stack_.size()); return;
+      case 0x95:
+        take(8);
+        return;  // FRAME: a hint for buffering
+      case '(':
+        marks_.push_back(stack_.size());
+        return;
       case '0':  // POP (Python's pops a MARK when nothing lies above it)
         if (above_mark() == 0 && !marks_.empty()) {
           marks_.pop_back();
@@ -346,21 +358,39 @@ class Reader {
           pop();
         }
         return;
-      case '1': pop_to_mark(); return;  // POP_MARK
+      case '1':
+        pop_to_mark();
+        return;    // POP_MARK
       case '2': {  // DUP
         Item copy = top();
         stack_.push_back(std::move(copy));
         return;
       }
       // Constants and numbers.
-      case 'N': push(c10::IValue()); return;
-      case 0x88: push(true); return;
-      case 0x89: push(false); return;
-      case 'J': push(static_cast<int64_t>(static_cast<int32_t>(unsigned_le(4)))); return;
-      case 'K': push(static_cast<int64_t>(unsigned_le(1))); return;
-      case 'M': push(static_cast<int64_t>(unsigned_le(2))); return;
-      case 0x8a: push(long_integer(unsigned_le(1))); return;  // LONG1
-      case 0x8b: push(long_integer(unsigned_le(4))); return;  // LONG4
+      case 'N':
+        push(c10::IValue());
+        return;
+      case 0x88:
+        push(true);
+        return;
+      case 0x89:
+        push(false);
+        return;
+      case 'J':
+        push(static_cast<int64_t>(static_cast<int32_t>(unsigned_le(4))));
+        return;
+      case 'K':
+        push(static_cast<int64_t>(unsigned_le(1)));
+        return;
+      case 'M':
+        push(static_cast<int64_t>(unsigned_le(2)));
+        return;
+      case 0x8a:
+        push(long_integer(unsigned_le(1)));
+        return;  // LONG1
+      case 0x8b:
+        push(long_integer(unsigned_le(4)));
+        return;    // LONG4
       case 'I': {  // INT: protocol 0's, also its bools
         const std::string text = line();
         if (text == "00" || text == "01") {
@@ -394,20 +424,41 @@ class Reader {
         return;
       }
       // Strings; bytes become strings (an IValue has no bytes).
-      case 'X': case 'T': case 'B': push(counted_string(4)); return;
-      case 0x8c: case 'U': case 'C': push(counted_string(1)); return;
-      case 0x8d: case 0x8e: push(counted_string(8)); return;
+      case 'X':
+      case 'T':
+      case 'B':
+        push(counted_string(4));
+        return;
+      case 0x8c:
+      case 'U':
+      case 'C':
+        push(counted_string(1));
+        return;
+      case 0x8d:
+      case 0x8e:
+        push(counted_string(8));
+        return;
       // Containers.
-      case '}': push(new_dict()); return;
-      case ']': push(c10::impl::GenericList(c10::AnyType::get())); return;
-      case ')': push(tuple_of({})); return;
-      case 0x85: case 0x86: case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
+      case '}':
+        push(new_dict());
+        return;
+      case ']':
+        push(c10::impl::GenericList(c10::AnyType::get()));
+        return;
+      case ')':
+        push(tuple_of({}));
+        return;
+      case 0x85:
+      case 0x86:
+      case 0x87: {  // TUPLE1, TUPLE2, TUPLE3
         std::vector<Item> items(code - 0x84);
         for (size_t i = items.size(); i-- > 0;) items[i] = pop();
         push(tuple_of(std::move(items)));
         return;
       }
-      case 't': push(tuple_of(pop_to_mark())); return;
+      case 't':
+        push(tuple_of(pop_to_mark()));
+        return;
       case 'l': {
         std::vector<Item> items = pop_to_mark();
         c10::IValue list = c10::impl::GenericList(c10::AnyType::get());
@@ -446,13 +497,27 @@ class Reader {
         return;
       }
       // Memo.
-      case 'p': memo_put(static_cast<uint64_t>(decimal(line()))); return;
-      case 'q': memo_put(unsigned_le(1)); return;
-      case 'r': memo_put(unsigned_le(4)); return;
-      case 0x94: memo_put(memo_.size()); return;  // MEMOIZE
-      case 'g': memo_get(static_cast<uint64_t>(decimal(line()))); return;
-      case 'h': memo_get(unsigned_le(1)); return;
-      case 'j': memo_get(unsigned_le(4)); return;
+      case 'p':
+        memo_put(static_cast<uint64_t>(decimal(line())));
+        return;
+      case 'q':
+        memo_put(unsigned_le(1));
+        return;
+      case 'r':
+        memo_put(unsigned_le(4));
+        return;
+      case 0x94:
+        memo_put(memo_.size());
+        return;  // MEMOIZE
+      case 'g':
+        memo_get(static_cast<uint64_t>(decimal(line())));
+        return;
+      case 'h':
+        memo_get(unsigned_le(1));
+        return;
+      case 'j':
+        memo_get(unsigned_le(4));
+        return;
       // Globals, calls, persistent ids.
       case 'c': {
         const std::string module = line();
@@ -486,16 +551,33 @@ class Reader {
         }
         return;
       }
-      case 'Q': push(persistent(pop_value())); return;  // BINPERSID
-      case 'P': unsupported("a text persistent id (protocol 0)");
-      case 'S': case 'V': unsupported("a protocol-0 string");
-      case 0x8f: case 0x90: case 0x91: unsupported("a set");
-      case 'i': case 'o': case 0x92: unsupported("a class instance");
-      case 0x82: case 0x83: case 0x84: unsupported("an extension code");
-      case 0x96: case 0x97: case 0x98: unsupported("an out-of-band buffer");
+      case 'Q':
+        push(persistent(pop_value()));
+        return;  // BINPERSID
+      case 'P':
+        unsupported("a text persistent id (protocol 0)");
+      case 'S':
+      case 'V':
+        unsupported("a protocol-0 string");
+      case 0x8f:
+      case 0x90:
+      case 0x91:
+        unsupported("a set");
+      case 'i':
+      case 'o':
+      case 0x92:
+        unsupported("a class instance");
+      case 0x82:
+      case 0x83:
+      case 0x84:
+        unsupported("an extension code");
+      case 0x96:
+      case 0x97:
+      case 0x98:
+        unsupported("an out-of-band buffer");
       default:
-        damaged(str_cat("byte 0x", "0123456789abcdef"[code >> 4], "0123456789abcdef"[code & 15],
-                        " is no pickle opcode"));
+        damaged(
+            str_cat("byte 0x", "0123456789abcdef"[code >> 4], "0123456789abcdef"[code & 15], " is no pickle opcode"));
     }
   }
 
@@ -510,8 +592,8 @@ class Reader {
   std::unordered_map<uint64_t, Item> memo_;
   std::unordered_map<std::string, at::Tensor> storages_;
   std::unordered_map<const void*, size_t> depth_;  // a container's nesting depth
-  std::unordered_set<const void*> placed_;        // containers placed in another
-  std::vector<c10::IValue> kept_;                 // the containers named in depth_ and placed_
+  std::unordered_set<const void*> placed_;         // containers placed in another
+  std::vector<c10::IValue> kept_;                  // the containers named in depth_ and placed_
 };
 
 }  // namespace

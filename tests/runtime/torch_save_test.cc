@@ -39,15 +39,24 @@ std::vector<char> bytes_of(const std::string& path) {
 
 std::string dtype_name(at::ScalarType t) {
   switch (t) {
-    case at::kFloat: return "float32";
-    case at::kDouble: return "float64";
-    case at::kHalf: return "float16";
-    case at::kBFloat16: return "bfloat16";
-    case at::kLong: return "int64";
-    case at::kInt: return "int32";
-    case at::kByte: return "uint8";
-    case at::kBool: return "bool";
-    default: return c10::toString(t);
+    case at::kFloat:
+      return "float32";
+    case at::kDouble:
+      return "float64";
+    case at::kHalf:
+      return "float16";
+    case at::kBFloat16:
+      return "bfloat16";
+    case at::kLong:
+      return "int64";
+    case at::kInt:
+      return "int32";
+    case at::kByte:
+      return "uint8";
+    case at::kBool:
+      return "bool";
+    default:
+      return c10::toString(t);
   }
 }
 
@@ -76,8 +85,7 @@ std::string describe(const c10::IValue& v) {
     shape << t.sizes();
     out = dtype_name(t.scalar_type()) + shape.str() + number(t.to(at::kDouble).sum().item<double>());
   } else if (v.isGenericDict()) {
-    join(v.toGenericDict(), "{", "}",
-         [&](const auto& e) { out += describe(e.key()) + ": " + describe(e.value()); });
+    join(v.toGenericDict(), "{", "}", [&](const auto& e) { out += describe(e.key()) + ": " + describe(e.value()); });
   } else if (v.isList()) {
     join(v.toListRef(), "[", "]", [&](const c10::IValue& e) { out += describe(e); });
   } else if (v.isTuple()) {
@@ -162,7 +170,8 @@ TEST(TorchSave, ACheckpointPythonSavedAgainResumesWithItsOptimizer) {
     return static_cast<const torch::optim::SGDParamState&>(*state).momentum_buffer();
   };
   const auto mine = net->parameters(), restored = fresh->parameters();
-  for (size_t i = 0; i < mine.size(); ++i) EXPECT_TRUE(at::equal(momentum(fresh_sgd, restored[i]), momentum(sgd, mine[i])));
+  for (size_t i = 0; i < mine.size(); ++i)
+    EXPECT_TRUE(at::equal(momentum(fresh_sgd, restored[i]), momentum(sgd, mine[i])));
   EXPECT_NE(text.find("has no checksum file"), std::string::npos) << text;
 }
 
@@ -178,8 +187,7 @@ TEST(TorchSave, APythonStateDictStartsTheModelStrictly) {
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
   }
   Net net;
-  EXPECT_EQ(load_state_dict_file(fits, *net),
-            "the state_dict, without the 'module.' of a wrapped model's names");
+  EXPECT_EQ(load_state_dict_file(fits, *net), "the state_dict, without the 'module.' of a wrapped model's names");
   // Python's order: steps (the module's own buffer first), fc1.weight, fc1.bias, fc2.weight,
   // fc2.bias; each filled with its index + 0.5.
   EXPECT_TRUE(at::equal(net->named_buffers()["steps"], at::full({1}, 0.5f)));
