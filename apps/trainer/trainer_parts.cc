@@ -1,6 +1,7 @@
 #include "apps/trainer/trainer_parts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -48,32 +49,66 @@ bool inside_epoch(const TrainingRun& run, const StepOutcome& step) {
 }
 
 // --init-from FILE: every rank loads the weights of a state_dict (Python's torch.save of
-// model.state_dict(), or a checkpoint) before training; a resume or an elastic recovery after it
-// replaces them. The ranks agree on the outcome (one all-reduce), so a rank that cannot read the
-// file stops the others with it instead of leaving them in the first collective.
+// model.state_dict(), or a checkpoint) before training; an elastic recovery after it replaces
+// them, and with --resume a directory that holds checkpoints makes it unneeded (the resume
+// loads one, or fails). The ranks agree on the outcome and on the weights (one all-reduce), so a
+// rank that cannot read the file, or read another file under the same path, stops them all
+// instead of leaving the others in the first collective or training apart.
 class InitFromPart : public TrainerPart {
  public:
   void on_start(TrainingRun& run) override {
     const std::string& path = run.options.init_from;
+    if (run.options.resume && !Checkpointer(run.options.checkpoint_dir).all_files().empty()) {
+      if (run.rank == 0)
+        std::printf("--init-from %s: not loaded, --resume continues from %s\n", path.c_str(),
+                    run.options.checkpoint_dir.c_str());
+      return;
+    }
     std::exception_ptr failure;
     std::string source;
+    double checksum = 0;
     try {
       source = load_state_dict_file(path, run.model.module());
+      checksum = weights_checksum(run.model.module());
     } catch (...) {
       failure = std::current_exception();
     }
-    at::Tensor failed = at::tensor({failure ? run.rank + 1 : 0}, at::kInt);
-    run.group.allreduce(failed, ReduceOp::kMax);
+    // [failed rank + 1 (0: none), checksum, -checksum]: the max of each.
+    at::Tensor told = at::tensor({failure ? run.rank + 1.0 : 0.0, checksum, -checksum}, at::kDouble);
+    run.group.allreduce(told, ReduceOp::kMax);
     if (failure) std::rethrow_exception(failure);
-    if (failed.item<int>() != 0) {
+    const int failed = static_cast<int>(told[0].item<double>()) - 1;
+    if (failed >= 0) {
       throw InvalidArgumentError(
-          str_cat("--init-from ", path, ": rank ", failed.item<int>() - 1, " could not load it (its error says why)"),
-          FailureSite{run.rank, failed.item<int>() - 1, "init-from"});
+          str_cat("--init-from ", path, ": rank ", failed, " could not load it (its error says why)"),
+          FailureSite{run.rank, failed, "init-from"});
+    }
+    const double highest = told[1].item<double>(), lowest = -told[2].item<double>();
+    if (std::isfinite(highest) && std::isfinite(lowest) && highest != lowest) {  // NaN: the loss check says it
+      throw InvalidArgumentError(str_cat("--init-from ", path, ": the ranks loaded different weights (is ", path,
+                                         " the same file on every node?)"),
+                                 FailureSite{run.rank, -1, "init-from"});
     }
     if (run.rank == 0) {
       std::printf("initialized the model from %s (%s)\n", path.c_str(), source.c_str());
       std::fflush(stdout);
     }
+  }
+
+ private:
+  // A sum that differs when any weight differs (in practice): each tensor's sum, weighted by its
+  // place.
+  static double weights_checksum(torch::nn::Module& model) {
+    torch::NoGradGuard no_grad;
+    double sum = 0;
+    int64_t place = 1;
+    for (const auto& p : model.parameters())
+      sum += static_cast<double>(place++) * p.to(at::kDouble).sum().item<double>();
+    for (const auto& b : model.buffers()) {
+      if (b.is_floating_point()) sum += static_cast<double>(place) * b.to(at::kDouble).sum().item<double>();
+      ++place;
+    }
+    return sum;
   }
 };
 

@@ -66,6 +66,9 @@ class Checkpointer {
 
   // Complete checkpoints (sidecar present), oldest first.
   std::vector<std::string> list() const;
+  // Every checkpoint file, with or without its sidecar (what load_latest tries, and what
+  // retention, keep_last, counts), oldest first.
+  std::vector<std::string> all_files() const;
   const std::string& directory() const { return directory_; }
 
  private:

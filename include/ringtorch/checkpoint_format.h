@@ -39,9 +39,9 @@ TrainingProgress restore_checkpoint(const std::vector<char>& bytes, const std::s
 
 // What Python's torch.load(path, weights_only=True) returns, as an IValue: `bytes` are a zip
 // archive written by torch.save (torch 1.13 and 2.x, pickle protocols 2-5) or torch::pickle_save.
-// Dicts, lists, tuples, None, bools, integers, floats, strings and CPU tensors; an OrderedDict
-// becomes a dict. Throws IoError naming `path` for damaged bytes and for anything else (another
-// class, a set), naming it.
+// Dicts (keys: strings, integers 0 to 2^31-1), lists, tuples, None, bools, integers, floats,
+// strings (bytes too) and CPU tensors; an OrderedDict becomes a dict. Throws IoError naming
+// `path` for damaged bytes and for anything else (another class, a set, a float key), naming it.
 c10::IValue read_torch_save(const std::vector<char>& bytes, const std::string& path);
 
 // Loads the weights of a state_dict into `model`, as Python's

@@ -74,6 +74,22 @@ std::string verify(const std::string& path, const std::vector<char>& bytes) {
   return "";
 }
 
+// Every checkpoint-<step>.pt in `directory`, with or without its sidecar, oldest first (the
+// steps are zero-padded: name order is step order).
+std::vector<std::string> checkpoint_files(const std::string& directory) {
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(directory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) == 0 && name.size() > sizeof(kPrefix) - 1 + sizeof(kSuffix) - 1 &&
+        name.compare(name.size() - (sizeof(kSuffix) - 1), sizeof(kSuffix) - 1, kSuffix) == 0) {
+      found.push_back(entry.path().string());
+    }
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
 
 std::string first_non_finite(const torch::nn::Module& model) {
@@ -122,10 +138,13 @@ std::string Checkpointer::save(const torch::nn::Module& model, torch::optim::Opt
         fs::remove(path, ignored);
         throw;
       }
-      auto complete = list();
-      for (size_t i = 0; i + keep_last_ < complete.size(); ++i) {
-        fs::remove(complete[i] + kSidecar);
-        fs::remove(complete[i]);
+      // Older checkpoints beyond keep_last go, those without a sidecar too (they load): the
+      // data file first, so that a removal cut short never leaves an old data file behind.
+      const std::vector<std::string> files = checkpoint_files(directory_);
+      for (size_t i = 0; i + keep_last_ < files.size(); ++i) {
+        std::error_code ignored;
+        fs::remove(files[i], ignored);
+        fs::remove(files[i] + kSidecar, ignored);
       }
     } catch (...) {
       failure = std::current_exception();
@@ -161,37 +180,26 @@ void Checkpointer::tidy() {
   }
 }
 
+std::vector<std::string> Checkpointer::all_files() const { return checkpoint_files(directory_); }
+
 std::vector<std::string> Checkpointer::list() const {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(directory_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) == 0 && name.size() > sizeof(kSuffix) &&
-        name.compare(name.size() - (sizeof(kSuffix) - 1), sizeof(kSuffix) - 1, kSuffix) == 0 &&
-        fs::exists(entry.path().string() + kSidecar)) {
-      found.push_back(entry.path().string());
-    }
+  std::vector<std::string> complete;
+  for (const std::string& path : checkpoint_files(directory_)) {
+    if (fs::exists(path + kSidecar)) complete.push_back(path);
   }
-  std::sort(found.begin(), found.end());  // zero-padded steps: name order is step order
-  return found;
+  return complete;
 }
 
 std::optional<TrainingProgress> Checkpointer::load_latest(torch::nn::Module& model,
                                                           torch::optim::Optimizer* optimizer) {
   tidy();
-  std::vector<std::string> candidates;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(directory_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) == 0 && name.size() > 3 && name.substr(name.size() - 3) == kSuffix) {
-      candidates.push_back(entry.path().string());
-    }
-  }
-  std::sort(candidates.rbegin(), candidates.rend());
+  std::vector<std::string> candidates = checkpoint_files(directory_);
+  std::reverse(candidates.begin(), candidates.end());  // newest first
   for (const auto& path : candidates) {
     // No checksum file: written by another program (Python's torch.save), or by a writer stopped
-    // between the data file's rename and the checksum's. The data file is whole either way (it
-    // was renamed into place), so it is read, with its structure checked as every file's is.
+    // between the data file's rename and the checksum's (a whole file: it was renamed into
+    // place). It is read with its structure checked as every file's is: a truncated one has no
+    // zip directory at its end, and is skipped.
     const bool has_sidecar = fs::exists(path + kSidecar);
     std::string why;
     try {

@@ -92,10 +92,19 @@ c10::IValue unpickle(const std::vector<char>& bytes, const std::string& path) {
     }
   }
   const auto [record, size] = reader.getRecord("data.pkl");
+  size_t loaded = 0;  // bytes of every storage read so far
   const StorageLoader load_storage = [&](const std::string& key, at::ScalarType dtype) {
     const std::string name = "data/" + key;
     if (!reader.hasRecord(name)) throw IoError(str_cat("checkpoint ", path, ": no record ", name, " for a tensor"));
     auto [data, data_size] = reader.getRecord(name);
+    // Each record within the file (check_zip_entry_sizes) is not enough: many directory entries
+    // may name one stretch of it, and every storage is held in memory. So at most twice the
+    // file's size is ever read.
+    loaded += data_size;
+    if (loaded > bytes.size()) {
+      throw IoError(str_cat("checkpoint ", path, ": its tensor records add up to more bytes than the file holds (",
+                            bytes.size(), ")"));
+    }
     const size_t element = c10::elementSize(dtype);
     if (data_size % element != 0) {
       throw IoError(str_cat("checkpoint ", path, ": record ", name, " holds ", data_size, " bytes, not whole ",

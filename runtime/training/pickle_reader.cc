@@ -160,8 +160,20 @@ class Reader {
   static bool is_container(const c10::IValue& v) { return v.isGenericDict() || v.isList() || v.isTuple(); }
   size_t depth_of(const c10::IValue& v) const {
     if (!is_container(v)) return 0;
-    const auto found = depth_.find(v.internalToPointer());
-    return found == depth_.end() ? 1 : found->second;
+    const auto found = containers_.find(v.internalToPointer());
+    return found == containers_.end() ? 1 : found->second.depth;
+  }
+  // The record of a container, made on first use; it keeps the container alive until the end,
+  // so that a container freed (popped) and another made at its address cannot inherit it.
+  struct Container {
+    size_t depth = 1;
+    bool placed = false;  // in another container: no longer changed
+    c10::IValue kept;
+  };
+  Container& record_of(const c10::IValue& v) {
+    Container& c = containers_[v.internalToPointer()];
+    if (c.kept.isNone()) c.kept = v;
+    return c;
   }
   // Records that `child` is placed in `parent` (whose depth grows to fit it).
   // A cycle needs the parent inside the child: then the parent was placed, and is not changed
@@ -173,16 +185,13 @@ class Reader {
     }
     const size_t depth = depth_of(child) + 1;
     if (depth > kMaxDepth) unsupported(str_cat("containers nested more than ", kMaxDepth, " deep"));
-    size_t& recorded = depth_[parent.internalToPointer()];
-    recorded = std::max({recorded, size_t{1}, depth});
-    placed_.insert(child.internalToPointer());
-    // Both stay alive until the end: a container freed (popped) and another made at its address
-    // would inherit its record.
-    kept_.push_back(parent);
-    kept_.push_back(child);
+    Container& recorded = record_of(parent);
+    recorded.depth = std::max(recorded.depth, depth);
+    record_of(child).placed = true;
   }
   void check_changeable(const c10::IValue& container) const {
-    if (placed_.count(container.internalToPointer())) {
+    const auto found = containers_.find(container.internalToPointer());
+    if (found != containers_.end() && found->second.placed) {
       damaged("it changes a container already placed in another (a recursive structure)");
     }
   }
@@ -200,9 +209,14 @@ class Reader {
     check_changeable(dict_value);
     auto dict = dict_value.toGenericDict();
     for (size_t i = 0; i < items.size(); i += 2) {
+      // Strings and small integers, the keys of state_dicts and optimizer states. Not floats
+      // nor large integers: c10::Dict doubles its table whenever a key probes too far, and NaN
+      // keys (one hash, never equal) or crafted integers made a few hundred bytes of pickle ask
+      // for gigabytes.
       const c10::IValue& key = items[i].value;
-      if (!(key.isString() || key.isInt() || key.isDouble() || key.isBool())) {
-        unsupported(str_cat("a dict key of type ", key.tagKind()));
+      if (!(key.isString() || (key.isInt() && key.toInt() >= 0 && key.toInt() < (int64_t{1} << 31)))) {
+        unsupported(key.isInt() ? str_cat("the dict key ", key.toInt(), " (integer keys are 0 to 2^31-1)")
+                                : str_cat("a dict key of type ", key.tagKind()));
       }
       place(dict_value, items[i + 1].value);
       dict.insert_or_assign(key, items[i + 1].value);
@@ -262,11 +276,20 @@ class Reader {
       damaged("_rebuild_tensor_v2 is called without (storage, offset, size, stride, ...)");
     }
     const at::Tensor& flat = args[0].toTensor();  // the whole storage (persistent_id)
+    if (!storage_tensors_.count(flat.unsafeGetTensorImpl())) damaged("_rebuild_tensor_v2 is given no storage");
+    // torch 2.x's 7th argument: the conjugate and negative bits Python sets on the tensor.
+    if (args.size() == 7 && !args[6].isNone() && !(args[6].isGenericDict() && args[6].toGenericDict().empty())) {
+      unsupported("a tensor with metadata (conjugate or negative bits)");
+    }
     const int64_t offset = int_argument(args[1], "storage offset");
     const std::vector<int64_t> sizes = shape_argument(args[2], "size");
     const std::vector<int64_t> strides = shape_argument(args[3], "stride");
     if (offset < 0) damaged(str_cat("a tensor's storage offset is ", offset));
     if (sizes.size() != strides.size()) damaged("a tensor's size and stride differ in length");
+    int64_t numel = 1;
+    for (int64_t size : sizes) {
+      if (__builtin_mul_overflow(numel, size, &numel)) damaged("a tensor's sizes overflow");
+    }
     // Within the storage before LibTorch sees the numbers (set_ would try to grow the storage).
     uint64_t last = static_cast<uint64_t>(offset), step = 0;
     bool empty = false;
@@ -321,7 +344,10 @@ class Reader {
     }
     const std::string& key = e[2].toStringRef();
     auto found = storages_.find(key);
-    if (found == storages_.end()) found = storages_.emplace(key, load_storage_(key, dtype)).first;
+    if (found == storages_.end()) {
+      found = storages_.emplace(key, load_storage_(key, dtype)).first;
+      storage_tensors_.insert(found->second.unsafeGetTensorImpl());
+    }
     const at::Tensor& flat = found->second;
     if (flat.scalar_type() != dtype) damaged(str_cat("storage ", key, " is named with two types"));
     if (e[4].toInt() > flat.numel()) {
@@ -574,7 +600,7 @@ class Reader {
       case 0x96:
       case 0x97:
       case 0x98:
-        unsupported("an out-of-band buffer");
+        unsupported("a bytearray or an out-of-band buffer");
       default:
         damaged(
             str_cat("byte 0x", "0123456789abcdef"[code >> 4], "0123456789abcdef"[code & 15], " is no pickle opcode"));
@@ -591,9 +617,8 @@ class Reader {
   std::vector<size_t> marks_;  // the stack's size at each MARK
   std::unordered_map<uint64_t, Item> memo_;
   std::unordered_map<std::string, at::Tensor> storages_;
-  std::unordered_map<const void*, size_t> depth_;  // a container's nesting depth
-  std::unordered_set<const void*> placed_;         // containers placed in another
-  std::vector<c10::IValue> kept_;                  // the containers named in depth_ and placed_
+  std::unordered_map<const void*, Container> containers_;  // those placed in another or holding one
+  std::unordered_set<const void*> storage_tensors_;        // the flat tensors persistent ids gave
 };
 
 }  // namespace

@@ -8,7 +8,8 @@
 // never allocated (tests/fuzz/checkpoint_fuzz). This reader knows protocols 2 to 5 and reads, as
 // Python's torch.load(weights_only=True) does, only what a checkpoint holds: None, bools,
 // integers (up to 64 bits), floats, strings (bytes become strings), tuples, lists, dicts (keys:
-// strings, integers, floats, bools), and tensors rebuilt from the archive's storages
+// strings and integers 0 to 2^31-1, as state_dicts and optimizer states have), and tensors
+// rebuilt from the archive's storages
 // (torch._utils._rebuild_tensor_v2, _rebuild_parameter), plus the OrderedDict a state_dict is
 // and LibTorch's restore_type_tag. Any other global, class instances and sets are refused,
 // naming them. Every length, memo index and stack access is checked against what the pickle
@@ -33,7 +34,8 @@ using StorageLoader = std::function<at::Tensor(const std::string& key, at::Scala
 
 // Throws IoError "checkpoint <path>: its pickle ... at byte N: ..." for a damaged pickle (an
 // unknown opcode, an argument running past the end, an item the stack does not hold, no STOP)
-// and for content no checkpoint holds (naming it).
+// and for content no checkpoint holds (naming it); what LibTorch itself refuses while making a
+// tensor comes as its c10::Error (read_torch_save turns every error into an IoError).
 c10::IValue read_pickle(const char* data, size_t size, const StorageLoader& load_storage, const std::string& path);
 
 }  // namespace ringtorch

@@ -578,6 +578,10 @@ TEST(Checkpoint, ADamagedPickleIsAnErrorNamingTheByte) {
                    14),
        "holds the global os.system at byte 2"},
       {std::string("\x80\x02\x8f.", 4), "holds a set at byte 2"},
+      // Keys that make LibTorch's dict double its table at every insertion: NaN, large integers.
+      {std::string("\x80\x02}G\x7f\xf8\x00\x00\x00\x00\x00\x00K\x01s.", 16), "holds a dict key of type Double"},
+      {std::string("\x80\x02}\x8a\x05\x00\x00\x00\x00\x01K\x01s.", 14),
+       "holds the dict key 4294967296 (integer keys are 0 to 2^31-1)"},
       {std::string("\x80\x01N.", 4), "holds pickle protocol 1 at byte 0"},
       {std::string("\x80\x02\x8a\x09\x01\x01\x01\x01\x01\x01\x01\x01\x01.", 14), "an integer of 9 bytes"},
   };
@@ -679,6 +683,19 @@ TEST(Checkpoint, ASaveWhoseChecksumFailsLeavesNoDataFile) {
   auto loaded = checkpoints.load_latest(*net, nullptr);
   ASSERT_TRUE(loaded.has_value());
   EXPECT_EQ(loaded->step, 1);
+}
+
+// Retention counts checkpoints without a sidecar too (they load): they do not pile up.
+TEST(Checkpoint, KeepLastCountsCheckpointsWithoutSidecar) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path(), 2);
+  Net net;
+  const std::string first = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  fs::remove(first + ".crc32");
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}});
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 3, 0, {}});
+  EXPECT_FALSE(fs::exists(first));
+  EXPECT_EQ(checkpoints.all_files().size(), 2u);
 }
 
 TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
