@@ -4,10 +4,17 @@
 # rendezvousing through redis:// across the bridge, running PROGRAM (default: ringtrain, mlp,
 # 1 epoch on Fashion-MNIST). The docker-compose.yml topology, without Docker. Needs root and
 # `ip netns`; exits 77 (skip) when they are not available.
-#   sudo bash scripts/netns_cluster.sh [BUILD_DIR] [-- PROGRAM ARGS...]
+#   sudo bash scripts/netns_cluster.sh [BUILD_DIR] [--link-rate RATE] [-- PROGRAM ARGS...]
+# --link-rate RATE shapes each node's link to RATE both ways (tc's form: 100mbit, 1gbit;
+# scripts/netns_nodes.sh), a network like the clusters' instead of a nearly free one.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 shift || true
+rate=""
+if [ "${1:-}" = "--link-rate" ]; then
+  rate=${2:?--link-rate needs a rate, e.g. 100mbit}
+  shift 2
+fi
 [ "${1:-}" = "--" ] && shift
 if [ $# -eq 0 ]; then
   set -- "$build/apps/ringtrain" --model mlp --epochs 1 --log-interval 0
@@ -20,11 +27,11 @@ cleanup() {
   netns_down
 }
 trap cleanup EXIT
-netns_up rt 2 || { echo "netns_cluster: SKIP: $netns_why"; exit 77; }
+netns_up rt 2 $rate || { echo "netns_cluster: SKIP: $netns_why"; exit 77; }
 tag=$$
 nodes=("${netns_nodes[@]}")
 addresses=("${netns_addresses[@]}")
-echo "netns_cluster: nodes ${nodes[*]} at ${addresses[*]} on bridge $netns_bridge"
+echo "netns_cluster: nodes ${nodes[*]} at ${addresses[*]} on bridge $netns_bridge${rate:+, each link shaped to $rate}"
 ip netns exec "${nodes[0]}" redis-server --port 6379 --bind "${addresses[0]}" --save "" --appendonly no --protected-mode no \
   --daemonize no >/dev/null 2>&1 &
 pids+=($!)

@@ -42,6 +42,12 @@ std::string dtype_name(c10::ScalarType type) {
       return "int64";
     case at::kByte:
       return "uint8";
+    case at::kChar:
+      return "int8";
+    case at::kShort:
+      return "int16";
+    case at::kBool:
+      return "bool";
     default:
       return c10::toString(type);
   }

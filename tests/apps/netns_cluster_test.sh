@@ -3,11 +3,13 @@
 # redis-server in one of them), 2 nodes x 2 ringtrain workers, mlp on Fashion-MNIST, 1 epoch.
 # Passes when both ringruns succeed, the world size is 4 and all 4 ranks end identical.
 # Skips (77) without root, ip netns, redis-server or the dataset.
+#   netns_cluster_test.sh SOURCE_DIR BUILD_DIR [RATE]   RATE: each node's link shaped (100mbit)
 set -uo pipefail
 source_dir=$1
 build_dir=$2
+rate=${3:-}
 [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "SKIP: no Fashion-MNIST"; exit 77; }
-out=$(bash "$source_dir/scripts/netns_cluster.sh" "$build_dir" 2>&1)
+out=$(bash "$source_dir/scripts/netns_cluster.sh" "$build_dir" ${rate:+--link-rate "$rate"} 2>&1)
 rc=$?
 echo "$out"
 [ "$rc" = 77 ] && exit 77
@@ -19,5 +21,5 @@ r = json.loads(sys.argv[1])
 assert r["world_size"] == 4, r
 assert len(set(r["parameter_checksums"])) == 1, r["parameter_checksums"]
 assert r["test_accuracy"] >= 0.75, r["test_accuracy"]
-print("netns cluster: 2 nodes x 2 ranks, accuracy %.4f, ranks identical" % r["test_accuracy"])
+print("netns cluster: 2 nodes x 2 ranks, accuracy %.4f, ranks identical, %.0f samples/s" % (r["test_accuracy"], r["samples_per_s"]))
 PY

@@ -278,43 +278,37 @@ checkpoint_case() {  # KIND
 case_checkpoint_truncated() { checkpoint_case truncated; }
 case_checkpoint_bit_flip() { checkpoint_case bit_flip; }
 case_checkpoint_empty() { checkpoint_case empty; }
+# newest_resumed_case NAME EXPECTATION PREPARE: PREPARE FILE changes a copy of the newest
+# checkpoint (its checksum file already removed); the resume must take that checkpoint, exit 0.
+newest_resumed_case() {
+  local name=$1 expect=$2 prepare=$3 dir=$work/$1 newest rc
+  log=$work/$name.log
+  make_checkpoints || { verdict "$name" FAIL "$expect" "could not write the checkpoints"; return; }
+  cp -r "$work/ck" "$dir"
+  newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
+  rm "$newest.crc32"
+  "$prepare" "$newest" || { verdict "$name" SKIP "$expect" "$prepare could not prepare it"; return; }
+  rc=$(resume "$dir" 3)
+  if [ "$rc" = 0 ] && grep -q "has no checksum file" "$log" && grep -q "resumed at epoch 3 step" "$log" &&
+    ! grep -q "skipping checkpoint" "$log" && ! grep -q "Epoch \[[12]/3\]" "$log"; then
+    verdict "$name" PASS "$expect" "exit 0: $(grep -m1 -o 'resumed at epoch [0-9]* step [0-9]*' "$log")"
+  else
+    verdict "$name" FAIL "$expect" "exit $rc"
+  fi
+}
 # The newest checkpoint without its checksum file (its writer stopped between the two renames):
 # whole, so it loads, said to be unverified.
 case_checkpoint_no_checksum() {
-  local dir=$work/no_checksum newest rc
-  local expect="newest checkpoint without its checksum file: it is resumed (a warning says its bytes are unverified), exit 0"
-  log=$work/checkpoint_no_checksum.log
-  make_checkpoints || { verdict checkpoint_no_checksum FAIL "$expect" "could not write the checkpoints"; return; }
-  cp -r "$work/ck" "$dir"
-  newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
-  rm "$newest.crc32"
-  rc=$(resume "$dir" 3)
-  if [ "$rc" = 0 ] && grep -q "has no checksum file" "$log" && grep -q "resumed at epoch 3 step" "$log" &&
-    ! grep -q "skipping checkpoint" "$log"; then
-    verdict checkpoint_no_checksum PASS "$expect" "exit 0: $(grep -m1 -o 'resumed at epoch [0-9]* step [0-9]*' "$log")"
-  else
-    verdict checkpoint_no_checksum FAIL "$expect" "exit $rc"
-  fi
+  newest_resumed_case checkpoint_no_checksum \
+    "newest checkpoint without its checksum file: it is resumed (a warning says its bytes are unverified), exit 0" true
 }
 # Python loads the newest checkpoint and saves it again with torch.save (one-entry dicts pickled
 # with SETITEM, no checksum file): the resume takes it, optimizer state included.
+resave_with_python() { /usr/bin/python3 "$here/../runtime/torch_save_cases.py" resave "$1" "$1"; }
 case_checkpoint_python_resaved() {
-  local dir=$work/python_resaved newest rc
-  local expect="newest checkpoint loaded and saved again by Python's torch.save: resumed from it (not skipped, no fresh start), exit 0"
-  log=$work/checkpoint_python_resaved.log
-  make_checkpoints || { verdict checkpoint_python_resaved FAIL "$expect" "could not write the checkpoints"; return; }
-  cp -r "$work/ck" "$dir"
-  newest=$(ls "$dir"/checkpoint-*.pt | tail -1)
-  rm "$newest.crc32"
-  /usr/bin/python3 "$here/../runtime/torch_save_cases.py" resave "$newest" "$newest" ||
-    { verdict checkpoint_python_resaved SKIP "$expect" "Python's torch could not re-save it"; return; }
-  rc=$(resume "$dir" 3)
-  if [ "$rc" = 0 ] && grep -q "resumed at epoch 3 step" "$log" && ! grep -q "skipping checkpoint" "$log" &&
-    ! grep -q "Epoch \[[12]/3\]" "$log"; then
-    verdict checkpoint_python_resaved PASS "$expect" "exit 0: $(grep -m1 -o 'resumed at epoch [0-9]* step [0-9]*' "$log")"
-  else
-    verdict checkpoint_python_resaved FAIL "$expect" "exit $rc"
-  fi
+  newest_resumed_case checkpoint_python_resaved \
+    "newest checkpoint loaded and saved again by Python's torch.save: resumed from it (not skipped, no fresh start), exit 0" \
+    resave_with_python
 }
 # --init-from: a state_dict Python saved (the model of models/python, wrapped as DDP wraps it)
 # starts training; another model's is refused before the first step, naming an entry.

@@ -27,6 +27,7 @@
 
 #include "runtime/training/pickle_check.h"
 #include "runtime/training/pickle_reader.h"
+#include "runtime/test_net.h"
 #include "support/error_of.h"
 #include "support/stderr_capture.h"
 #include "support/test_paths.h"
@@ -37,16 +38,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
-    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 4));
-    register_buffer("steps", torch::zeros({1}));
-  }
-  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
-TORCH_MODULE(Net);
 
 at::Tensor flat(torch::nn::Module& m) {
   std::vector<at::Tensor> parts;

@@ -18,6 +18,8 @@
 #include <ringtorch/checkpoint.h>
 #include <ringtorch/error.h>
 
+#include "runtime/comm/tensor_checks.h"
+#include "runtime/test_net.h"
 #include "support/stderr_capture.h"
 #include "support/test_paths.h"
 
@@ -35,29 +37,6 @@ bool have_python_torch() {
 std::vector<char> bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<char>(std::istreambuf_iterator<char>(in), {});
-}
-
-std::string dtype_name(at::ScalarType t) {
-  switch (t) {
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kLong:
-      return "int64";
-    case at::kInt:
-      return "int32";
-    case at::kByte:
-      return "uint8";
-    case at::kBool:
-      return "bool";
-    default:
-      return c10::toString(t);
-  }
 }
 
 std::string number(double v) {
@@ -125,16 +104,6 @@ TEST(TorchSave, EveryCasePythonWritesReadsBackTheSame) {
   EXPECT_EQ(cases, 14);
 }
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
-    fc1 = register_module("fc1", torch::nn::Linear(8, 16));
-    fc2 = register_module("fc2", torch::nn::Linear(16, 4));
-    register_buffer("steps", torch::zeros({1}));
-  }
-  torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
-  torch::nn::Linear fc1{nullptr}, fc2{nullptr};
-};
-TORCH_MODULE(Net);
 
 // The case: a checkpoint loaded in Python and saved again with torch.save (its SGD
 // state holds one-entry dicts, pickled with SETITEM; no checksum file) resumes with the same
