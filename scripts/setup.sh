@@ -15,8 +15,9 @@ packages=(
   libtorch-dev libgloo-dev libhiredis-dev nlohmann-json3-dev zlib1g-dev libplplot-dev libspdlog-dev libcli11-dev
   # LibTorch runs on the netlib reference BLAS unless an OpenBLAS takes over libblas.so.3
   libopenblas0-pthread
-  # tests: GoogleTest, a real Redis, the real Fashion-MNIST, network namespaces
-  googletest libgtest-dev redis-server dataset-fashion-mnist iproute2
+  # tests: GoogleTest, a real Redis, the real Fashion-MNIST, network namespaces (iptables: the
+  # harness under a firewall that drops bridged traffic, as Docker's daemon leaves it)
+  googletest libgtest-dev redis-server dataset-fashion-mnist iproute2 iptables
   # `docker-compose config` validates docker-compose.yml without a Docker engine
   docker-compose
   # PyTorch's own Python torch.distributed, for interop tests and side-by-side benchmarks
