@@ -6,18 +6,52 @@ namespace ringtorch {
 namespace {
 
 CommHook compress_hook(at::ScalarType wire) {
-  return [wire](ProcessGroup& group, const at::Tensor& bucket) {
-    at::Tensor compressed = bucket.div(group.size()).to(wire);
+  return [wire](ProcessGroup& group, const GradBucket& bucket) {
+    at::Tensor compressed = bucket.buffer.div(group.size()).to(wire);
     auto work = group.allreduce_async(compressed, ReduceOp::kSum);
-    return PendingReduction{work, [compressed, bucket]() mutable { bucket.copy_(compressed); }};
+    return PendingReduction{work, [compressed, buffer = bucket.buffer]() mutable { buffer.copy_(compressed); },
+                            nullptr};
   };
 }
 
 }  // namespace
 
+void complete_reductions(const std::vector<PendingReduction>& reductions) {
+  std::exception_ptr failure;
+  std::vector<PendingReduction> seconds;
+  for (const auto& r : reductions) {
+    try {
+      r.work->wait();
+      if (r.next) {
+        PendingReduction second;
+        r.next(second);
+        if (second.work) seconds.push_back(std::move(second));
+      } else if (r.then) {
+        r.then();
+      }
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  for (const auto& s : seconds) {
+    try {
+      s.work->wait();
+      if (s.then) s.then();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+}
+
+at::Tensor GradBucket::gradient(size_t k) const {
+  const Member& m = members.at(k);
+  return buffer.narrow(0, m.offset, m.numel).view(m.shape);
+}
+
 CommHook allreduce_hook() {
-  return [](ProcessGroup& group, const at::Tensor& bucket) {
-    return PendingReduction{group.allreduce_async(bucket, ReduceOp::kAvg), nullptr};
+  return [](ProcessGroup& group, const GradBucket& bucket) {
+    return PendingReduction{group.allreduce_async(bucket.buffer, ReduceOp::kAvg), nullptr, nullptr};
   };
 }
 

@@ -22,6 +22,7 @@ struct DistributedDataParallel::State : std::enable_shared_from_this<State> {
     at::Tensor flat;               // the gradients of `members`, back to back
     std::vector<size_t> members;   // parameter indices
     std::vector<int64_t> offsets;  // element offset of each member in `flat`
+    GradBucket info;               // what the comm hook is given: `flat` and where each member lies
     size_t pending = 0;            // members whose gradient has not arrived this iteration
     bool launched = false;
     PendingReduction reduction;  // from the comm hook, once launched
@@ -189,9 +190,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       p.mutable_grad() = view;
       s.where[i] = {s.buckets.size(), k};
     }
+    bucket.info.index = s.buckets.size();
+    bucket.info.buffer = bucket.flat;
+    for (size_t k = 0; k < members.size(); ++k) {
+      const at::Tensor& p = s.params[members[k]];
+      bucket.info.members.push_back({s.names[members[k]], p.sizes().vec(), bucket.offsets[k], p.numel()});
+    }
     bucket.members = std::move(members);
     s.buckets.push_back(std::move(bucket));
   }
+  for (auto& b : s.buckets) b.info.count = s.buckets.size();
   s.ready.assign(s.params.size(), false);
   s.reset_iteration();
   if (!data_parallel_) register_gradient_hooks();
@@ -340,12 +348,12 @@ int64_t DistributedDataParallel::join() {
       for (auto& b : module_->buffers()) group_->broadcast(b, source);
     }
     if (step[2].item<int64_t>() == 0 || world == 1) continue;  // no backward reduces this step
+    std::vector<PendingReduction> reductions;
     for (auto& bucket : s.buckets) {
       bucket.flat.zero_();  // this rank's own gradients: it does not step any more
-      PendingReduction reduction = s.hook(*group_, bucket.flat);
-      reduction.work->wait();
-      if (reduction.then) reduction.then();
+      reductions.push_back(s.hook(*group_, bucket.info));
     }
+    complete_reductions(reductions);
   }
   // The replicas drifted apart while some ranks had joined: take the one that ran longest.
   at::Tensor mine = at::full({1}, steps_run_, at::kLong);
@@ -430,7 +438,7 @@ void DistributedDataParallel::State::launch_ready_buckets() {
     }
     // The flight recorder and the timeline name the bucket's collective(s).
     const ScopedOperationLabel label(str_cat("ddp bucket ", next_to_launch - 1));
-    bucket.reduction = hook(*group, bucket.flat);
+    bucket.reduction = hook(*group, bucket.info);
     bucket.launched = true;
   }
 }
@@ -494,13 +502,12 @@ void DistributedDataParallel::State::finish_backward() {
   lock.unlock();
   const auto stalled_before = stall_clock ? stall_clock() : std::chrono::nanoseconds(0);
   std::exception_ptr failure;
+  try {
+    complete_reductions(reductions);
+  } catch (...) {
+    failure = std::current_exception();
+  }
   for (size_t k = 0; k < reductions.size(); ++k) {
-    try {
-      reductions[k].work->wait();
-      if (reductions[k].then) reductions[k].then();
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
     stats.buckets.push_back({launched_at[k], reductions[k].work->started_at(), reductions[k].work->completed_at()});
   }
   stats.finished = Clock::now();
