@@ -16,6 +16,8 @@
 //   "epoch", "step", "samples_in_epoch"   ints (how much of the epoch's order all ranks trained)
 //   "rng_state"        uint8 tensor: the CPU generator's state
 //   "metadata"         {str: str}
+//   "extra_state"      {str: tensor}: a training mode's own state (PowerSGD's: docs/training.md);
+//                      absent when there is none
 // Beside it, `checkpoint-<step>.pt.crc32`: "<crc32 hex> <bytes>", written after the data file.
 // Both are written to a temporary name, fsynced and renamed, so a checkpoint is either whole or
 // absent (a temporary file left by a writer killed mid-save is removed by the next Checkpointer); one whose sidecar

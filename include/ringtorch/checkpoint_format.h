@@ -22,10 +22,13 @@ struct TrainingProgress {
   int64_t step = 0;                             // optimizer steps so far, over all epochs
   int64_t samples_in_epoch = 0;                 // samples of `epoch` all ranks together trained (its order's prefix)
   std::map<std::string, std::string> metadata;  // run metadata (model name, world size, ...)
+  // State beyond the model and the optimizer that a training mode keeps, by name (PowerSGD's Q
+  // and error buffers: "powersgd.*"); the checkpoint's "extra_state" dict. Empty: none.
+  std::map<std::string, at::Tensor> extra_state;
 };
 
 // The checkpoint of `model` (its parameters and buffers), `optimizer` (may be null), `progress`
-// and the CPU generator's state.
+// (its extra_state included) and the CPU generator's state.
 std::vector<char> serialize_checkpoint(const torch::nn::Module& model, torch::optim::Optimizer* optimizer,
                                        const TrainingProgress& progress);
 

@@ -19,7 +19,9 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <ringtorch/checkpoint_format.h>
@@ -45,12 +47,20 @@ class ElasticState {
                                        torch::optim::Optimizer* optimizer);
   // The rank sync() took the state from; -1 before a sync found one.
   int last_source() const { return source_; }
+  // This rank's own newest commit's step and extra_state (TrainingProgress::extra_state), kept
+  // when sync() replaces the commit with another rank's: for state that is each rank's own, such
+  // as PowerSGD's error buffers, which a rank may take back when its commit is the one synced
+  // (own_step() == the synced step). -1 and empty before the first commit.
+  int64_t own_step() const { return own_step_; }
+  const std::map<std::string, at::Tensor>& own_extra_state() const { return own_extra_state_; }
 
  private:
   std::vector<char> bytes_;
   int64_t step_ = -1;
   int64_t reached_ = -1;
   int source_ = -1;
+  int64_t own_step_ = -1;
+  std::map<std::string, at::Tensor> own_extra_state_;
 };
 
 }  // namespace ringtorch

@@ -26,6 +26,7 @@
 #include <ringtorch/keep_freed_memory.h>
 #include <ringtorch/models.h>
 #include <ringtorch/operation_label.h>
+#include <ringtorch/powersgd.h>
 #include <ringtorch/process_group.h>
 #include <ringtorch/process_group_options.h>
 #include <ringtorch/redis_store.h>

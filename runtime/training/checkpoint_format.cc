@@ -51,6 +51,11 @@ std::vector<char> serialize_checkpoint(const torch::nn::Module& model, torch::op
     dict.insert("rng_state", generator.get_state());
   }
   dict.insert("metadata", metadata);
+  if (!progress.extra_state.empty()) {
+    c10::impl::GenericDict extra(c10::StringType::get(), c10::TensorType::get());
+    for (const auto& [k, v] : progress.extra_state) extra.insert(k, v.detach().cpu());
+    dict.insert("extra_state", extra);
+  }
   return torch::pickle_save(dict);
 }
 
@@ -186,6 +191,18 @@ TrainingProgress restore(const std::vector<char>& bytes, const std::string& path
     for (const auto& entry : dict.at("metadata").toGenericDict()) {
       if (entry.key().isString() && entry.value().isString())
         progress.metadata[entry.key().toStringRef()] = entry.value().toStringRef();
+    }
+  }
+  if (dict.contains("extra_state")) {
+    const c10::IValue& extra = dict.at("extra_state");
+    if (!extra.isGenericDict()) throw IoError(str_cat("checkpoint ", path, ": its 'extra_state' is not a dict"));
+    for (const auto& entry : extra.toGenericDict()) {
+      if (!entry.key().isString() || !entry.value().isTensor()) {
+        throw IoError(str_cat("checkpoint ", path, ": its 'extra_state' holds something other than name -> tensor"));
+      }
+      const std::string& name = entry.key().toStringRef();
+      check_tensor_within_storage(entry.value().toTensor(), str_cat("checkpoint ", path, ": extra_state '", name, "'"));
+      progress.extra_state[name] = entry.value().toTensor();
     }
   }
   // All or nothing: a checkpoint whose weights are fine but whose optimizer state or RNG state is

@@ -10,6 +10,8 @@ void ElasticState::commit(const torch::nn::Module& model, torch::optim::Optimize
                           const TrainingProgress& progress) {
   bytes_ = serialize_checkpoint(model, optimizer, progress);
   step_ = progress.step;
+  own_step_ = progress.step;
+  own_extra_state_ = progress.extra_state;
 }
 
 std::optional<TrainingProgress> ElasticState::sync(ProcessGroup& group, torch::nn::Module& model,

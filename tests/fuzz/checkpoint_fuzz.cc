@@ -69,7 +69,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (const char* seed = std::getenv("RINGTORCH_FUZZ_WRITE_SEED")) {
     torch::manual_seed(0);
     Target t;
-    ringtorch::TrainingProgress progress{2, 40, 128, {{"model", "fuzz"}}};
+    ringtorch::TrainingProgress progress{2, 40, 128, {{"model", "fuzz"}}, {}};
     const std::vector<char> bytes = ringtorch::serialize_checkpoint(*t.model, &t.sgd, progress);
     std::ofstream(seed, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }

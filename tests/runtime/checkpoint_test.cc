@@ -25,9 +25,9 @@
 #include <ringtorch/error.h>
 #include <ringtorch/state_broadcast.h>
 
+#include "runtime/test_net.h"
 #include "runtime/training/pickle_check.h"
 #include "runtime/training/pickle_reader.h"
-#include "runtime/test_net.h"
 #include "support/error_of.h"
 #include "support/stderr_capture.h"
 #include "support/test_paths.h"
@@ -37,7 +37,6 @@ namespace ringtorch {
 namespace {
 
 namespace fs = std::filesystem;
-
 
 at::Tensor flat(torch::nn::Module& m) {
   std::vector<at::Tensor> parts;
@@ -247,7 +246,7 @@ TEST(Checkpoint, NextStepAfterResumeMatchesUninterruptedTraining) {
   Net net;
   torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   train_step(net, sgd);
-  checkpoints.save(*net, &sgd, TrainingProgress{0, 1, 0, {}});
+  checkpoints.save(*net, &sgd, TrainingProgress{0, 1, 0, {}, {}});
   train_step(net, sgd);  // the RNG continues from the saved state: the same batch as after resume
   Net resumed;
   torch::optim::SGD resumed_sgd(resumed->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
@@ -290,7 +289,7 @@ TEST(Checkpoint, EveryOptimizerKindResumesExactly) {
     auto optimizer = make(net);
     train_step(net, *optimizer);
     train_step(net, *optimizer);
-    checkpoints.save(*net, optimizer.get(), TrainingProgress{0, 2, 0, {}});
+    checkpoints.save(*net, optimizer.get(), TrainingProgress{0, 2, 0, {}, {}});
     train_step(net, *optimizer);
     Net resumed;
     auto resumed_optimizer = make(resumed);
@@ -306,7 +305,7 @@ TEST(Checkpoint, AnotherOptimizersStateIsAClearError) {
   Net net;
   torch::optim::Adam adam(net->parameters(), torch::optim::AdamOptions(0.01));
   train_step(net, adam);
-  checkpoints.save(*net, &adam, TrainingProgress{0, 1, 0, {}});
+  checkpoints.save(*net, &adam, TrainingProgress{0, 1, 0, {}, {}});
   Net other;
   torch::optim::SGD sgd(other->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
   try {
@@ -327,7 +326,7 @@ TEST(Checkpoint, KeepsTheLastKAndSkipsCorruptOrIncompleteOnes) {
       torch::NoGradGuard no_grad;
       net->fc1->weight.fill_(static_cast<float>(step));
     }
-    checkpoints.save(*net, nullptr, TrainingProgress{0, step, 0, {}});
+    checkpoints.save(*net, nullptr, TrainingProgress{0, step, 0, {}, {}});
   }
   auto kept = checkpoints.list();
   ASSERT_EQ(kept.size(), 4u);
@@ -370,7 +369,7 @@ TEST(Checkpoint, AWriterKilledMidWriteLeavesTheLastCompleteOneUsable) {
         big->weight.fill_(static_cast<float>(step));
         big->bias.fill_(static_cast<float>(step));
       }
-      writer.save(*big, nullptr, TrainingProgress{0, step, 0, {}});
+      writer.save(*big, nullptr, TrainingProgress{0, step, 0, {}, {}});
     }
   }
   Checkpointer reader(dir.path(), 2);
@@ -396,7 +395,7 @@ TEST(Checkpoint, PythonReadsItAndWritesOneBack) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
   Net net;
-  TrainingProgress progress{2, 40, 0, {{"model", "net"}}};
+  TrainingProgress progress{2, 40, 0, {{"model", "net"}}, {}};
   const std::string path = checkpoints.save(*net, nullptr, progress);
   const std::string back = dir.file("from_python.pt");
   const std::string command =
@@ -422,7 +421,7 @@ TEST(Checkpoint, RankZeroWritesAndEveryRankResumes) {
       torch::NoGradGuard no_grad;
       net->fc2->bias.fill_(static_cast<float>(group.rank()));  // only rank 0's may land on disk
     }
-    checkpoints.save(*net, nullptr, TrainingProgress{1, 7, 0, {}}, &group);
+    checkpoints.save(*net, nullptr, TrainingProgress{1, 7, 0, {}, {}}, &group);
     // After the barrier the file exists for every rank.
     ASSERT_EQ(checkpoints.list().size(), 1u);
     Net resumed;
@@ -476,7 +475,7 @@ struct SavedCheckpoint {
   std::string path;
   SavedCheckpoint() {
     train_step(trained, sgd);
-    path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}});
+    path = checkpoints.save(*trained, &sgd, TrainingProgress{0, 1, 0, {}, {}});
   }
 };
 
@@ -648,7 +647,7 @@ TEST(Checkpoint, ADamagedCheckpointWithoutChecksumIsNotAFreshStart) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
   Net net;
-  const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}, {}});
   fs::remove(path + ".crc32");
   fs::resize_file(path, fs::file_size(path) / 2);
   StderrCapture warnings;
@@ -665,10 +664,10 @@ TEST(Checkpoint, ASaveWhoseChecksumFailsLeavesNoDataFile) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
   Net net;
-  checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}, {}});
   const std::string second = dir.file("checkpoint-0000000002.pt");
   fs::create_directory(second + ".crc32");
-  EXPECT_THROW(checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}}), IoError);
+  EXPECT_THROW(checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}, {}}), IoError);
   EXPECT_FALSE(fs::exists(second));
   fs::remove(second + ".crc32");
   auto loaded = checkpoints.load_latest(*net, nullptr);
@@ -676,15 +675,34 @@ TEST(Checkpoint, ASaveWhoseChecksumFailsLeavesNoDataFile) {
   EXPECT_EQ(loaded->step, 1);
 }
 
+// A training mode's own state (TrainingProgress::extra_state, PowerSGD's in ringtrain) comes
+// back by name; a checkpoint without it gives none.
+TEST(Checkpoint, ExtraStateComesBackByName) {
+  testing::TempDir dir;
+  Checkpointer checkpoints(dir.path());
+  Net net;
+  TrainingProgress progress{0, 1, 0, {}, {}};
+  progress.extra_state["powersgd.step"] = at::full({1}, 12, at::kLong);
+  progress.extra_state["powersgd.errors.0"] = at::arange(6, at::kFloat).view({2, 3});
+  checkpoints.save(*net, nullptr, progress);
+  auto loaded = checkpoints.load_latest(*net, nullptr);
+  ASSERT_TRUE(loaded.has_value());
+  ASSERT_EQ(loaded->extra_state.size(), 2u);
+  EXPECT_EQ(loaded->extra_state.at("powersgd.step").item<int64_t>(), 12);
+  EXPECT_TRUE(at::equal(loaded->extra_state.at("powersgd.errors.0"), progress.extra_state["powersgd.errors.0"]));
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}, {}});
+  EXPECT_TRUE(checkpoints.load_latest(*net, nullptr)->extra_state.empty());
+}
+
 // Retention counts checkpoints without a sidecar too (they load): they do not pile up.
 TEST(Checkpoint, KeepLastCountsCheckpointsWithoutSidecar) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path(), 2);
   Net net;
-  const std::string first = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  const std::string first = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}, {}});
   fs::remove(first + ".crc32");
-  checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}});
-  checkpoints.save(*net, nullptr, TrainingProgress{0, 3, 0, {}});
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 2, 0, {}, {}});
+  checkpoints.save(*net, nullptr, TrainingProgress{0, 3, 0, {}, {}});
   EXPECT_FALSE(fs::exists(first));
   EXPECT_EQ(checkpoints.all_files().size(), 2u);
 }
@@ -693,7 +711,7 @@ TEST(Checkpoint, AnUnreadableChecksumFileIsNamedAsSuch) {
   testing::TempDir dir;
   Checkpointer checkpoints(dir.path());
   Net net;
-  const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}});
+  const std::string path = checkpoints.save(*net, nullptr, TrainingProgress{0, 1, 0, {}, {}});
   for (const char* sidecar : {"", "garbage\n", "zz12 300\n", "1234abcd\n", "1234abcd 12 extra\n"}) {
     std::ofstream(path + ".crc32", std::ios::trunc) << sidecar;
     StderrCapture warnings;

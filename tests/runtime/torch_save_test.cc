@@ -104,7 +104,6 @@ TEST(TorchSave, EveryCasePythonWritesReadsBackTheSame) {
   EXPECT_EQ(cases, 14);
 }
 
-
 // The case: a checkpoint loaded in Python and saved again with torch.save (its SGD
 // state holds one-entry dicts, pickled with SETITEM; no checksum file) resumes with the same
 // weights, position and momentum, and says that its bytes were not verified.
@@ -116,7 +115,8 @@ TEST(TorchSave, ACheckpointPythonSavedAgainResumesWithItsOptimizer) {
   sgd.zero_grad();
   net->forward(torch::randn({4, 8})).pow(2).sum().backward();
   sgd.step();
-  const std::string saved = Checkpointer(ours.path()).save(*net, &sgd, TrainingProgress{2, 30, 8, {{"model", "net"}}});
+  const std::string saved =
+      Checkpointer(ours.path()).save(*net, &sgd, TrainingProgress{2, 30, 8, {{"model", "net"}}, {}});
   const std::string resaved = theirs.file(fs::path(saved).filename().string());
   const std::string command = kCases + std::string("resave ") + saved + " " + resaved;
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
