@@ -26,6 +26,8 @@ const char kUsage[] =
     "                 [--model mlp|mlp3|lenet|resnet20] [--epochs N] [--batch-size N (per rank)] [--lr X]\n"
     "                 [--momentum X] [--weight-decay X] [--optimizer sgd|adam] [--seed N] [--threads N]\n"
     "                 [--device auto|cpu|cuda|cuda:N] [--gpus ID,ID,... (DataParallel in the process)]\n"
+    "                 [--grad-compression none|fp16|bf16|powersgd[:RANK] (how gradients travel; default none)]\n"
+    "                 [--powersgd-start-step N (plain all-reduce before PowerSGD starts; default 2)]\n"
     "                 [--checkpoint-dir DIR] [--checkpoint-every-steps N] [--resume]\n"
     "                 [--init-from FILE.pt (a state_dict saved by Python's torch.save, or a checkpoint)]\n"
     "                 [--allow-non-finite (train on past a NaN or inf loss instead of stopping)]\n"

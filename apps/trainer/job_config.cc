@@ -10,6 +10,7 @@
 #include <ringtorch/error.h>
 
 #include "apps/trainer/device_selection.h"
+#include "apps/trainer/grad_compression.h"
 #include "base/command_line.h"
 #include "base/parse.h"
 #include "base/small_file.h"
@@ -82,6 +83,15 @@ const std::vector<TrainerFlag>& trainer_flags() {
        [](const std::string& v, O& o, R&) { o.threads = parse_int_in_range(v, 0, 1024, "--threads"); }},
       {"--device", false, [](const std::string& v, O& o, R&) { o.device = v; }},
       {"--gpus", false, [](const std::string& v, O& o, R&) { o.gpus = parse_device_ids(v); }},
+      {"--grad-compression", false,
+       [](const std::string& v, O& o, R&) {
+         parse_grad_compression(v);
+         o.grad_compression = v;
+       }},
+      {"--powersgd-start-step", false,
+       [](const std::string& v, O& o, R&) {
+         o.powersgd_start_step = parse_int_in_range(v, 0, 1 << 30, "--powersgd-start-step");
+       }},
       {"--checkpoint-dir", false, [](const std::string& v, O& o, R&) { o.checkpoint_dir = v; }},
       {"--checkpoint-every-steps", false,
        [](const std::string& v, O& o, R&) {

@@ -15,6 +15,7 @@
 #include "apps/plot/run_plot.h"
 #include "apps/trainer/batch_plans.h"
 #include "apps/trainer/device_selection.h"
+#include "apps/trainer/grad_compression.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/trainer_parts.h"
 #include "apps/trainer/training_epoch.h"
@@ -52,6 +53,9 @@ void validate(const TrainerOptions& o) {
           std::filesystem::exists(o.init_from, ec) ? "is not a regular file" : "does not exist");
     }
   }
+  parse_grad_compression(o.grad_compression);
+  if (o.powersgd_start_step < 0)
+    bad("--powersgd-start-step", std::to_string(o.powersgd_start_step), "must not be negative");
   if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
     bad("--checkpoint-every-steps", std::to_string(o.checkpoint_every_steps), "needs --checkpoint-dir");
   }
@@ -83,7 +87,13 @@ std::string TrainingReport::to_json() const {
                       {"epoch_seconds", epoch_seconds},
                       {"final_loss", final_loss},
                       {"test_accuracy", test_accuracy},
-                      {"parameter_checksums", parameter_checksums}};
+                      {"parameter_checksums", parameter_checksums},
+                      {"grad_compression", grad_compression}};
+  if (powersgd_elements_before > 0) {
+    j["powersgd"] = {{"start_step", powersgd_start_step},
+                     {"elements_per_step", powersgd_elements_before},
+                     {"elements_sent_per_step", powersgd_elements_after}};
+  }
   if (!ranks_json.empty()) j["ranks"] = nlohmann::json::parse(ranks_json);
   if (!split.empty()) {
     j["balance"] = balance;
@@ -122,6 +132,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   TrainingReport report;
   report.world_size = run.world;
   report.device = run.devices.describe();
+  report.grad_compression = parse_grad_compression(o.grad_compression).describe();
   RankTimes run_times;
   double trained_seconds = 0;
   int64_t trained_samples = 0;
@@ -141,6 +152,11 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   }
   report.samples_per_second = trained_seconds > 0 ? trained_samples / trained_seconds : 0;
   finish_report(run, run_times, report);
+  if (run.powersgd) {
+    report.powersgd_start_step = o.powersgd_start_step;
+    report.powersgd_elements_before = run.powersgd->elements_before_compression();
+    report.powersgd_elements_after = run.powersgd->elements_after_compression();
+  }
   for (auto& part : parts) part->on_finish(run, report);
   return report;
 }

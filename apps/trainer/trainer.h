@@ -50,6 +50,9 @@ struct TrainingReport {
   // Per rank over the whole run: samples, samples/s, compute and communication-wait seconds
   // (rank_report.h), as a JSON array's text.
   std::string ranks_json;
+  std::string grad_compression = "none";  // --grad-compression, as "powersgd:4"
+  // With PowerSGD, once it started: gradient elements per step, and elements sent per step.
+  int64_t powersgd_start_step = 0, powersgd_elements_before = 0, powersgd_elements_after = 0;
   std::string to_json() const;
 };
 

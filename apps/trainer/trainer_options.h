@@ -32,6 +32,13 @@ struct TrainerOptions {
   // A state_dict file (Python's torch.save(model.state_dict(), FILE), or a checkpoint) every rank
   // loads into the model before training, strictly; a resume's checkpoint replaces it.
   std::string init_from;
+  // How DDP's gradient buckets travel (grad_compression.h): "none" (all-reduce in the
+  // gradients' dtype), "fp16", "bf16" (half the bytes), "powersgd" or "powersgd:RANK" (low-rank
+  // approximation with error feedback; RANK default 4).
+  std::string grad_compression = "none";
+  // Backward passes all-reduced plainly before PowerSGD starts: 2, the least PyTorch accepts (on a
+  // slow link each plain step costs as much as hundreds of compressed ones).
+  int64_t powersgd_start_step = 2;
   int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
   // false: a NaN or infinite loss (any step) or weights (an epoch's end) stop training with an
   // error naming rank, epoch and step. true: warn once and go on; checkpoints are still never

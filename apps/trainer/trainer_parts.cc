@@ -14,6 +14,7 @@
 #include <ringtorch/timeline.h>
 
 #include "apps/plot/run_plot.h"
+#include "apps/trainer/grad_compression.h"
 #include "base/atomic_file.h"
 #include "base/log.h"
 
@@ -120,7 +121,13 @@ class CheckpointPart : public TrainerPart {
     if (!run.options.resume) return;
     if (auto resumed = checkpoints_.load_latest(run.model.module(), run.optimizer.get())) {
       run.progress = *resumed;
+      std::string note;
+      if (run.powersgd) {
+        note = restore_powersgd_from_checkpoint(*run.powersgd, run.progress.extra_state, run.rank, run.world);
+      }
+      run.progress.extra_state.clear();  // restored; not carried into later saves' positions
       if (run.rank == 0) std::printf("%s\n", describe_resume(run.progress, run.options, run.world).c_str());
+      if (run.rank == 0 && !note.empty()) std::printf("%s\n", note.c_str());
       std::fflush(stdout);  // the moment training resumes, for logs and bench/compare_elastic
     } else if (run.rank == 0) {
       std::printf("--resume: no checkpoint in %s yet; starting from scratch\n", run.options.checkpoint_dir.c_str());
@@ -149,7 +156,9 @@ class CheckpointPart : public TrainerPart {
         return;
       }
     }
-    checkpoints_.save(run.model.module(), run.optimizer.get(), at, &run.group);
+    TrainingProgress with_state = at;
+    if (run.powersgd) with_state.extra_state = powersgd_checkpoint_state(*run.powersgd, run.group);  // a collective
+    checkpoints_.save(run.model.module(), run.optimizer.get(), with_state, &run.group);
   }
   Checkpointer checkpoints_;
 };
@@ -163,6 +172,12 @@ class ElasticPart : public TrainerPart {
   void on_start(TrainingRun& run) override {
     if (auto committed = hooks_.state->sync(run.group, run.model.module(), run.optimizer.get())) {
       run.progress = *committed;
+      if (run.powersgd) {
+        const bool own_is_synced = hooks_.state->own_step() == committed->step;
+        restore_powersgd_from_commit(*run.powersgd, committed->extra_state,
+                                     own_is_synced ? &hooks_.state->own_extra_state() : nullptr);
+      }
+      run.progress.extra_state.clear();
       if (run.rank == 0) {
         std::printf("recovered in process at epoch %lld step %lld with world size %d: the state rank %d committed\n",
                     (long long)run.progress.epoch + 1, (long long)run.progress.step, run.world,
@@ -170,7 +185,7 @@ class ElasticPart : public TrainerPart {
         std::fflush(stdout);
       }
     } else {
-      hooks_.state->commit(run.model.module(), run.optimizer.get(), run.progress);
+      commit(run, run.progress);
     }
   }
   void on_step_end(TrainingRun& run, const StepOutcome& step) override {
@@ -185,12 +200,17 @@ class ElasticPart : public TrainerPart {
   // store's key a moment before another), and all leave together.
   void commit_and_check_membership(TrainingRun& run, const TrainingProgress& at) {
     TimelineSpan span("elastic commit", "train");
-    hooks_.state->commit(run.model.module(), run.optimizer.get(), at);
+    commit(run, at);
     at::Tensor ended = at::tensor({hooks_.generation_ended && hooks_.generation_ended() ? 1 : 0}, at::kInt);
     run.group.allreduce(ended, ReduceOp::kMax);
     if (ended.item<int>() != 0) {
       throw MembershipChanged(str_cat("the generation ended at step ", at.step, " (a node joins or left)"));
     }
+  }
+  void commit(TrainingRun& run, const TrainingProgress& at) {
+    TrainingProgress with_state = at;
+    if (run.powersgd) with_state.extra_state = powersgd_commit_state(*run.powersgd);  // this rank's own
+    hooks_.state->commit(run.model.module(), run.optimizer.get(), with_state);
   }
   const ElasticHooks hooks_;
 };

@@ -12,6 +12,7 @@
 
 #include "apps/trainer/blas_threads.h"
 #include "apps/trainer/cpu_throttle.h"
+#include "apps/trainer/grad_compression.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -94,6 +95,8 @@ TrainingRun set_up_run(const TrainerOptions& o, ProcessGroup& group, ElasticHook
   const ImageDataset& images = *run.train_set;
   const ImageShape shape{images.channels(), images.height(), images.width(), ImageDataset::kClasses};
   run.model = place_model(o, shape, run.devices.devices);
+  run.ddp_options.comm_hook =
+      make_comm_hook(parse_grad_compression(o.grad_compression), o.powersgd_start_step, &run.powersgd);
   run.ddp_options.uneven_inputs = o.balance != "equal";  // Note [Uneven inputs]: the weighted average
   // With uneven batches the balancer reads each step's compute time; time a CPU quota held this
   // process still inside a wait counts as compute (cpu_throttle.h).

@@ -24,6 +24,7 @@
 #include <ringtorch/checkpoint_format.h>
 #include <ringtorch/data_parallel.h>
 #include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/powersgd.h>
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/rank_report.h"
@@ -53,6 +54,9 @@ struct TrainingRun {
   c10::Device device = c10::Device(c10::kCPU);  // devices.devices[0]
   PlacedModel model;
   DdpOptions ddp_options;
+  // --grad-compression powersgd: the hook's state, which checkpoints and elastic commits carry
+  // (grad_compression.h); null otherwise.
+  std::shared_ptr<PowerSgdState> powersgd;
   std::unique_ptr<DistributedDataParallel> ddp;  // null on a rank that sits out (--balance auto)
   // Some rank sits out: its weights lag until the epoch's end, so nothing is saved inside an
   // epoch meanwhile (rank 0 may be the one).

@@ -4,7 +4,7 @@
 train=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0 --progress off
   --resume --checkpoint-every-steps 20)
 inproc=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0 --progress off
-  --elastic in-process --commit-every-steps 10)
+  --elastic in-process --commit-every-steps 10 --grad-compression powersgd:2 --powersgd-start-step 5)
 
 # --- (a) a node replaced ------------------------------------------------------------------------
 case_replaced() {
@@ -89,7 +89,7 @@ case_reused() {
   echo "elastic$where (f): run id 'plain' reused after it finished: generation 2 ran (1 passed over)"
 }
 
-# --- in-process recovery (--elastic in-process): a node lost, then one admitted -----------------
+# --- in-process recovery (--elastic in-process, with PowerSGD): a node lost, then one admitted ---
 case_in_process() {
   elastic_nodes i 3 --nnodes 2:3 --max_restarts 1 --run_id inproc --rdzv_endpoint "$store" -- "${inproc[@]}"
   wait_for_line i0 "Epoch \[1/3\]"
@@ -102,6 +102,12 @@ case_in_process() {
   expect_line i0 "1 node waiting to join"
   expect_line i0 "recovered in process at epoch [0-9]* step [0-9]* with world size 3"
   expect_line i0 '"world_size":3'
+  # PowerSGD's state went through both recoveries (Q and step from the synced commit, each
+  # survivor's own errors, zeros for the rank that joined) and the replicas still agree.
+  expect_line i0 '"grad_compression":"powersgd:2"'
+  grep -o '"parameter_checksums":\[[^]]*\]' "$dir/i0.log" | tail -n 1 |
+    /usr/bin/python3 -c 'import json,sys; c=json.loads("{"+sys.stdin.read()+"}")["parameter_checksums"]; sys.exit(len(set(c)) != 1)' ||
+    fail "the ranks' parameters differ after the in-process recoveries with PowerSGD"
   starts=$(grep -c '^\[ringrun node 0\] generation [0-9]*: node' "$dir/i0.log")
   [ "$starts" = 3 ] || fail "node 0 went through $starts generations, expected 3 (start, loss, admission)"
   # The dataset is read once per process: once means rank 0's process lived through both changes.

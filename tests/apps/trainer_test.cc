@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,10 +25,12 @@
 #include <ringtorch/keep_freed_memory.h>
 
 #include "apps/trainer/device_selection.h"
+#include "apps/trainer/grad_compression.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/rank_report.h"
 #include "support/error_of.h"
 #include "support/scoped_environment.h"
+#include "support/test_paths.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -201,23 +205,28 @@ TEST(RankReport, TheTableNamesTheSlowestRankAndHowLongOthersWaited) {
   EXPECT_NE(rank_times_json({fast}).find("\"comm_wait_s\":1.5"), std::string::npos) << rank_times_json({fast});
 }
 
+// train() on two thread ranks: mlp on the synthetic set, quiet, with `configure`'s changes.
+std::vector<TrainingReport> train_two_thread_ranks(const std::function<void(TrainerOptions&)>& configure) {
+  std::vector<TrainingReport> reports(2);
+  testing::on_thread_ranks(
+      2,
+      [&](ProcessGroup& group) {
+        TrainerOptions o;
+        o.dataset = "synthetic";
+        o.model = "mlp";
+        o.progress = "off";
+        configure(o);
+        reports[group.rank()] = train(o, group);
+      },
+      std::chrono::milliseconds(120000));
+  return reports;
+}
+
 // Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
 // device each: DataParallel's summed half-batch gradients are the full batch's.
 TEST(Trainer, DataParallelInsideEachRankMatchesOneDevicePerRank) {
   auto run = [](std::vector<c10::Device> devices) {
-    std::vector<TrainingReport> reports(2);
-    testing::on_thread_ranks(
-        2,
-        [&](ProcessGroup& group) {
-          TrainerOptions o;
-          o.dataset = "synthetic";
-          o.model = "mlp";
-          o.progress = "off";
-          o.devices = devices;
-          reports[group.rank()] = train(o, group);
-        },
-        std::chrono::milliseconds(120000));
-    return reports;
+    return train_two_thread_ranks([&](TrainerOptions& o) { o.devices = devices; });
   };
   const auto single = run({c10::Device("cpu")});
   const auto replicated = run({c10::Device("cpu"), c10::Device("cpu")});
@@ -229,6 +238,79 @@ TEST(Trainer, DataParallelInsideEachRankMatchesOneDevicePerRank) {
               1e-3 * std::max(1.0, std::fabs(single[0].parameter_checksums[0])));
   EXPECT_GT(replicated[0].test_accuracy, 0.9);  // the synthetic classes are easy
   EXPECT_NEAR(replicated[0].test_accuracy, single[0].test_accuracy, 0.005);
+}
+
+TEST(GradCompression, TheFlagsFormsAndItsErrors) {
+  EXPECT_EQ(parse_grad_compression("none").describe(), "none");
+  EXPECT_EQ(parse_grad_compression("bf16").describe(), "bf16");
+  EXPECT_EQ(parse_grad_compression("powersgd").describe(), "powersgd:4");
+  EXPECT_EQ(parse_grad_compression("powersgd:16").describe(), "powersgd:16");
+  for (const char* bad : {"powersgd:0", "powersgd:-1", "powersgd:x", "powersgd:", "zip", "fp16:2", "powersgd:99999"}) {
+    const std::string message = error_of([&] { parse_grad_compression(bad); });
+    EXPECT_NE(message.find(str_cat("--grad-compression ", bad,
+                                   ": accepted forms are none, fp16, bf16, powersgd and "
+                                   "powersgd:RANK")),
+              std::string::npos)
+        << message;
+  }
+}
+
+// A checkpoint's PowerSGD errors hold one row per rank: the same world size takes its own row,
+// another takes their mean.
+TEST(GradCompression, CheckpointErrorsRowPerRankOrTheirMean) {
+  const at::Tensor rows = at::tensor({1.0f, 2.0f, 3.0f, 5.0f}).view({2, 2});
+  const std::map<std::string, at::Tensor> saved = {{"powersgd.step", at::full({1}, 7, at::kLong)},
+                                                   {"powersgd.errors.0", rows}};
+  PowerSgdState same(PowerSgdOptions{});
+  EXPECT_EQ(restore_powersgd_from_checkpoint(same, saved, /*rank=*/1, /*world=*/2), "");
+  EXPECT_EQ(same.step(), 7);
+  EXPECT_TRUE(at::equal(same.state_dict().at("error.0"), rows[1]));
+  PowerSgdState other(PowerSgdOptions{});
+  EXPECT_NE(restore_powersgd_from_checkpoint(other, saved, 0, 3).find("from 2 ranks; each of the 3 ranks starts from"),
+            std::string::npos);
+  EXPECT_TRUE(at::equal(other.state_dict().at("error.0"), at::tensor({2.0f, 3.5f})));
+}
+
+// ringtrain's training with --grad-compression powersgd:2 on two thread ranks: a run resumed
+// from a checkpoint taken inside the second epoch (PowerSGD running since step 3) ends with
+// exactly the uninterrupted run's weights; so does the run that wrote the checkpoints.
+TEST(Trainer, PowerSgdResumedInsideAnEpochContinuesExactly) {
+  const testing::TempDir temp;
+  const std::string dir = temp.file("checkpoints");
+  auto run = [&](bool checkpoints, bool resume) {
+    return train_two_thread_ranks([&](TrainerOptions& o) {
+      o.epochs = 2;
+      o.max_train_samples = 1280;  // 10 steps an epoch
+      o.threads = 1;
+      o.grad_compression = "powersgd:2";
+      o.powersgd_start_step = 3;
+      if (checkpoints) {
+        o.checkpoint_dir = dir;
+        o.checkpoint_every_steps = 4;
+        o.resume = resume;
+      }
+    });
+  };
+  const auto uninterrupted = run(false, false);
+  EXPECT_EQ(uninterrupted[0].grad_compression, "powersgd:2");
+  // mlp: one 10 x 784 weight, sent as P (10 x 2) and Q (784 x 2), and its bias of 10 as it is.
+  EXPECT_EQ(uninterrupted[0].powersgd_elements_before, 784 * 10 + 10);
+  EXPECT_EQ(uninterrupted[0].powersgd_elements_after, 10 + (10 + 784) * 2);
+  ASSERT_EQ(uninterrupted[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(uninterrupted[0].parameter_checksums[0], uninterrupted[0].parameter_checksums[1]);
+  const auto with_checkpoints = run(true, false);
+  EXPECT_EQ(with_checkpoints[0].parameter_checksums, uninterrupted[0].parameter_checksums);
+  // Saved at steps 4, 8, 10 (epoch 1's end), 12, 16, 20; the newest three are kept. Remove 16
+  // and 20, so that the resume starts at step 12, two steps into epoch 2.
+  for (const char* step : {"0000000016", "0000000020"}) {
+    for (const char* suffix : {".pt", ".pt.crc32"}) {
+      const std::string path = str_cat(dir, "/checkpoint-", step, suffix);
+      ASSERT_TRUE(std::filesystem::remove(path)) << path;
+    }
+  }
+  const auto resumed = run(true, true);
+  EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);  // epoch 2 only
+  EXPECT_EQ(resumed[0].parameter_checksums, uninterrupted[0].parameter_checksums);
 }
 
 }  // namespace
