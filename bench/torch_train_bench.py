@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """PyTorch's Python DDP (gloo) training the same models on the same in-memory Fashion-MNIST as
 ringtrain, for bench/compare_training. Launch like any env:// program; rank 0 prints one JSON
-line: {"impl": "torch", "model", "world_size", "samples_per_s", "test_accuracy"}."""
+line: {"impl": "torch", "model", "world_size", "samples_per_s", "test_accuracy"}. --powersgd-rank R
+registers PyTorch's powerSGD_hook (rank R, start_powerSGD_iter --powersgd-start-step)."""
 import argparse
 import gzip
 import json
@@ -12,6 +13,7 @@ import time
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook as powerSGD
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data.distributed import DistributedSampler
@@ -41,6 +43,8 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--device", default="cpu", help="cpu, or cuda (rank r on cuda:LOCAL_RANK mod the GPU count)")
+    p.add_argument("--powersgd-rank", type=int, default=0, help="> 0: DDP with powerSGD_hook at this rank")
+    p.add_argument("--powersgd-start-step", type=int, default=2, help="start_powerSGD_iter (at least 2 in torch)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", init_method="env://")
@@ -53,7 +57,18 @@ def main():
     train_x, train_y = (t.to(device) for t in load(a.data_dir, "train"))
     test_x, test_y = (t.to(device) for t in load(a.data_dir, "t10k"))
     torch.manual_seed(0)
-    model = nn.parallel.DistributedDataParallel(MODELS[a.model]().to(device))
+    bucket_cap_mb = 25
+    if a.powersgd_rank > 0:
+        # One bucket: torch 1.13's powerSGD_hook issues each bucket's second all-reduce from a future
+        # callback, and with several buckets the ranks issue them in different orders; gloo then fails
+        # ("op.preamble.length <= op.nbytes") or hangs (measured with mlp3's two buckets).
+        dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
+        bucket_cap_mb = 1024
+    model = nn.parallel.DistributedDataParallel(MODELS[a.model]().to(device), bucket_cap_mb=bucket_cap_mb)
+    if a.powersgd_rank > 0:
+        state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=a.powersgd_rank,
+                                       start_powerSGD_iter=max(2, a.powersgd_start_step))
+        model.register_comm_hook(state, powerSGD.powerSGD_hook)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     sampler = DistributedSampler(range(len(train_y)), num_replicas=world, rank=rank, shuffle=True, seed=0)
     seconds, samples = 0.0, 0
