@@ -12,13 +12,8 @@ namespace ringtorch {
 namespace {
 
 constexpr char kPrefix[] = "powersgd.";
-constexpr int kMaxRank = 1024;
 
 bool starts_with(const std::string& text, const std::string& prefix) { return text.rfind(prefix, 0) == 0; }
-
-bool all_digits(const std::string& text) {
-  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-}
 
 // The entries of `saved` that are PowerSGD's, without the prefix.
 std::map<std::string, at::Tensor> powersgd_entries(const std::map<std::string, at::Tensor>& saved) {
@@ -30,31 +25,6 @@ std::map<std::string, at::Tensor> powersgd_entries(const std::map<std::string, a
 }
 
 }  // namespace
-
-std::string GradCompression::describe() const { return kind == "powersgd" ? str_cat(kind, ":", rank) : kind; }
-
-GradCompression parse_grad_compression(const std::string& value) {
-  GradCompression choice;
-  const size_t colon = value.find(':');
-  const std::string kind = value.substr(0, colon);
-  if ((kind == "none" || kind == "fp16" || kind == "bf16") && colon == std::string::npos) {
-    choice.kind = kind;
-    return choice;
-  }
-  if (kind == "powersgd") {
-    choice.kind = kind;
-    if (colon == std::string::npos) return choice;
-    const std::string rank = value.substr(colon + 1);
-    if (all_digits(rank) && rank.size() <= 4 && std::stoi(rank) >= 1 && std::stoi(rank) <= kMaxRank) {
-      choice.rank = std::stoi(rank);
-      return choice;
-    }
-  }
-  throw InvalidArgumentError(
-      str_cat("--grad-compression ", value,
-              ": accepted forms are none, fp16, bf16, powersgd and powersgd:RANK (RANK from 1 to ", kMaxRank,
-              ", the matrix approximation rank; powersgd alone is powersgd:4)"));
-}
 
 CommHook make_comm_hook(const GradCompression& choice, int64_t powersgd_start_step,
                         std::shared_ptr<PowerSgdState>* powersgd) {

@@ -22,16 +22,9 @@
 #include <ringtorch/powersgd.h>
 #include <ringtorch/process_group.h>
 
+#include "apps/trainer/grad_compression_flag.h"
+
 namespace ringtorch {
-
-struct GradCompression {
-  std::string kind = "none";     // none | fp16 | bf16 | powersgd
-  int rank = 4;                  // powersgd's matrix approximation rank
-  std::string describe() const;  // "none", "fp16", "powersgd:4"
-};
-
-// Throws InvalidArgumentError naming --grad-compression and the accepted forms.
-GradCompression parse_grad_compression(const std::string& value);
 
 // The hook for `choice` (none: the default all-reduce); `powersgd` receives PowerSGD's state
 // when it is the choice (else null).

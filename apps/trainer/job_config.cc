@@ -10,7 +10,7 @@
 #include <ringtorch/error.h>
 
 #include "apps/trainer/device_selection.h"
-#include "apps/trainer/grad_compression.h"
+#include "apps/trainer/grad_compression_flag.h"
 #include "base/command_line.h"
 #include "base/parse.h"
 #include "base/small_file.h"

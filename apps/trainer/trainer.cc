@@ -15,7 +15,7 @@
 #include "apps/plot/run_plot.h"
 #include "apps/trainer/batch_plans.h"
 #include "apps/trainer/device_selection.h"
-#include "apps/trainer/grad_compression.h"
+#include "apps/trainer/grad_compression_flag.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/trainer_parts.h"
 #include "apps/trainer/training_epoch.h"
