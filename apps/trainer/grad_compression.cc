@@ -46,7 +46,7 @@ std::map<std::string, at::Tensor> powersgd_checkpoint_state(const PowerSgdState&
   std::vector<std::pair<std::string, at::Tensor>> errors;  // in name order, alike on every rank
   for (const auto& [name, tensor] : state.state_dict()) {
     if (starts_with(name, "error.")) {
-      errors.emplace_back(name.substr(6), tensor.reshape({-1}).to(at::kFloat));
+      errors.emplace_back(name.substr(6), tensor.reshape({-1}));
     } else {
       saved[kPrefix + name] = tensor;
     }
@@ -66,10 +66,15 @@ std::map<std::string, at::Tensor> powersgd_checkpoint_state(const PowerSgdState&
     return saved;
   }
   if (total == 0) return saved;
+  // In the errors' own dtype (float64 models resume exactly too); buckets of mixed dtypes in float64.
+  at::ScalarType dtype = errors.front().second.scalar_type();
+  for (const auto& [bucket, error] : errors) {
+    if (error.scalar_type() != dtype) dtype = at::kDouble;
+  }
   std::vector<at::Tensor> pieces;
-  for (const auto& [bucket, error] : errors) pieces.push_back(error);
+  for (const auto& [bucket, error] : errors) pieces.push_back(error.to(dtype));
   at::Tensor mine = at::cat(pieces);
-  at::Tensor all = group.rank() == 0 ? at::empty({group.size(), total}, at::kFloat) : at::Tensor();
+  at::Tensor all = group.rank() == 0 ? at::empty({group.size(), total}, dtype) : at::Tensor();
   group.gather(mine, group.rank() == 0 ? all.view({-1}) : all, /*root=*/0);
   if (group.rank() != 0) return saved;
   int64_t offset = 0;

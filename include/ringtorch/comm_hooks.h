@@ -57,7 +57,8 @@ struct PendingReduction {
 
 // Completes `reductions` as DistributedDataParallel does, in their order on every rank: waits
 // for each and runs its `then`, or its `next`, whose second reductions are then waited for and
-// completed in the same order. Everything started is waited for; the first failure is rethrown.
+// completed in the same order. Everything started is waited for; after a failure nothing more is
+// started or completed, and the first failure is rethrown.
 void complete_reductions(const std::vector<PendingReduction>& reductions);
 using CommHook = std::function<PendingReduction(ProcessGroup& group, const GradBucket& bucket)>;
 

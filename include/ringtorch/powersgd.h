@@ -15,7 +15,9 @@
 // all-reduced; the result is P Q^T / world size. Vectors, scalars and matrices too small to gain
 // travel uncompressed, together in one all-reduce with the P matrices. Q is kept for the next step
 // (warm start); the first Q of a bucket is drawn from a generator seeded by random_seed and the
-// bucket's index, the same on every rank. The error is the input minus the result. The first
+// bucket's index, the same on every rank. The error is the input minus the result. Tensors of
+// one dimension are never compressed (PyTorch compresses them as n x 1 when min_compression_rate
+// < 1). The first
 // start_step backward passes all-reduce plainly. Per step on the wire: the uncompressed tensors
 // plus (rows + columns) x r per compressed matrix, in two all-reduces per bucket.
 //
@@ -38,7 +40,7 @@ namespace ringtorch {
 struct PowerSgdOptions {
   int matrix_approximation_rank = 1;  // r: PyTorch's default (ringtrain's powersgd takes 4)
   // Backward passes reduced with a plain all-reduce before compression starts (PyTorch's
-  // start_powerSGD_iter, whose default is 1000; ringtrain's --powersgd-start-step is 10).
+  // start_powerSGD_iter, whose default is 1000; ringtrain's --powersgd-start-step is 2).
   int64_t start_step = 1000;
   double min_compression_rate = 2;  // compress a matrix only when it shrinks at least this much
   bool use_error_feedback = true;
@@ -67,8 +69,9 @@ class PowerSgdState {
   // are the same on every rank; the errors are each rank's own.
   std::map<std::string, at::Tensor> state_dict() const;
   // Replaces the state with `state` (state_dict()'s names; a missing error or Q starts as zeros
-  // or a fresh draw). Sizes are checked when the hook next meets the bucket: a bucket whose
-  // saved Q or error does not fit it throws InvalidArgumentError naming it.
+  // or a fresh draw). Sizes are checked when the hook next meets the bucket: a saved Q or error
+  // that does not fit it (a state saved with another model, bucket size or rank) is replaced the
+  // same way, with a warning naming the bucket.
   void load_state_dict(const std::map<std::string, at::Tensor>& state);
 
  private:

@@ -22,6 +22,8 @@ void complete_reductions(const std::vector<PendingReduction>& reductions) {
   for (const auto& r : reductions) {
     try {
       r.work->wait();
+      if (failure)
+        continue;  // after a failure only wait: a second stage here would meet other collectives on the peers
       if (r.next) {
         PendingReduction second;
         r.next(second);

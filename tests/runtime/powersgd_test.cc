@@ -9,6 +9,7 @@
 #include <ringtorch/powersgd.h>
 
 #include "runtime/training/powersgd_kernels.h"
+#include "support/stderr_capture.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
@@ -274,19 +275,23 @@ TEST(PowerSgd, BadSettingsAndStateAreNamed) {
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown entry 'qq.0'"), std::string::npos) << e.what();
   }
-  // A saved Q that does not fit the bucket is named when the hook meets it.
+  // A saved Q or error that does not fit the bucket (another model, bucket size or rank) is
+  // replaced when the hook meets it, with a warning naming the bucket; the step goes on.
   testing::on_thread_ranks(1, [](ProcessGroup& group) {
     auto mismatched = std::make_shared<PowerSgdState>(options_with(1, 0));
-    mismatched->load_state_dict({{"step", at::full({1}, 5, at::kLong)}, {"q.0", at::zeros({3})}});
+    mismatched->load_state_dict(
+        {{"step", at::full({1}, 5, at::kLong)}, {"q.0", at::zeros({3})}, {"error.0", at::zeros({7})}});
     GradBucket bucket = make_bucket({{16, 12}});
-    try {
-      reduce_all(powersgd_hook(mismatched), group, {bucket});
-      ADD_FAILURE() << "accepted a Q of the wrong size";
-    } catch (const InvalidArgumentError& e) {
-      EXPECT_NE(std::string(e.what()).find("bucket 0 holds a Q of 3 elements, this model's bucket needs 12"),
-                std::string::npos)
-          << e.what();
-    }
+    bucket.buffer.fill_(1.0f);  // rank 1: one power iteration reproduces it
+    testing::StderrCapture warnings;
+    reduce_all(powersgd_hook(mismatched), group, {bucket});
+    const std::string text = warnings.finish();
+    EXPECT_NE(text.find("bucket 0 holds a Q of 3 elements, this model's bucket needs 12"), std::string::npos) << text;
+    EXPECT_NE(text.find("a new one is drawn"), std::string::npos) << text;
+    EXPECT_NE(text.find("bucket 0 holds an error of 7 elements, this model's bucket needs 192"), std::string::npos)
+        << text;
+    EXPECT_TRUE(at::allclose(bucket.buffer, at::ones({16 * 12}), 1e-5, 1e-5));
+    EXPECT_EQ(mismatched->state_dict().at("q.0").numel(), 12);
   });
 }
 
