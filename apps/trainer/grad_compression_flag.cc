@@ -2,14 +2,12 @@
 
 #include <ringtorch/error.h>
 
+#include "base/parse.h"
+
 namespace ringtorch {
 namespace {
 
 constexpr int kMaxRank = 1024;
-
-bool all_digits(const std::string& text) {
-  return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
-}
 
 }  // namespace
 
@@ -26,10 +24,11 @@ GradCompression parse_grad_compression(const std::string& value) {
   if (kind == "powersgd") {
     choice.kind = kind;
     if (colon == std::string::npos) return choice;
-    const std::string rank = value.substr(colon + 1);
-    if (all_digits(rank) && rank.size() <= 4 && std::stoi(rank) >= 1 && std::stoi(rank) <= kMaxRank) {
-      choice.rank = std::stoi(rank);
+    try {
+      choice.rank = parse_int_in_range(value.substr(colon + 1), 1, kMaxRank, "RANK");
       return choice;
+    } catch (const InvalidArgumentError&) {
+      // the message below names the flag and every accepted form
     }
   }
   throw InvalidArgumentError(str_cat("--grad-compression ", value,

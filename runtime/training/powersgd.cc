@@ -56,8 +56,8 @@ BucketLayout plan_bucket(const GradBucket& bucket, const PowerSgdOptions& o) {
 }
 
 // Modified Gram-Schmidt on the columns of a row-major rows x rank float matrix, in place, in
-// plain loops: for the small matrices PowerSGD makes, a few hundred tensor operations (the way
-// below) would cost more than the step's compute (lenet: milliseconds against 8).
+// plain loops: for the small matrices PowerSGD makes, tensor operations (the way below) cost more
+// than the arithmetic.
 void orthogonalize_floats(float* m, int64_t rows, int64_t rank, double epsilon) {
   for (int64_t i = 0; i < rank; ++i) {
     double norm = 0;
@@ -110,8 +110,8 @@ at::Tensor matrix_view(const at::Tensor& flat, const GradBucket& bucket, const B
 }
 
 // float32 in CPU memory: the products take powersgd_kernels.h's one-pass loops, and the members'
-// copies and sums plain loops over pointers; else tensor operations. (lenet's bucket has ten
-// members: a few tensor operations each, at microseconds apiece, cost more than its products.)
+// copies and sums plain loops over pointers (a tensor operation per member costs more than a
+// small model's products); else tensor operations.
 bool on_cpu_in_float(const at::Tensor& t) { return t.device().is_cpu() && t.scalar_type() == at::kFloat; }
 
 enum class RangeOp { kCopy, kAdd, kSubtract };
@@ -307,7 +307,7 @@ PendingReduction PowerSgdState::reduce(const std::shared_ptr<PowerSgdState>& sel
 
   // The input: the gradient plus what earlier steps did not send. With error feedback it is
   // made in the error buffer itself, which after the step keeps input - result: no copy of the
-  // bucket per step (mlp3's gradients are 7.1 MiB; each pass over them is time off the step).
+  // bucket per step (each pass over the gradients is time off the step).
   at::Tensor input = buffer;
   bool gradient_to_add = false;  // the input is last step's error: this step's gradient is added below
   if (o.use_error_feedback) {

@@ -1,6 +1,6 @@
 // PowerSGD's products on row-major float matrices in CPU memory (powersgd.cc), each one pass over
-// the gradient matrix: at::mm handles a product with r = 1..8 columns poorly (1024 x 1024 by
-// 1024 x 4: 0.55 ms in OpenBLAS on one thread, 0.3 here), error feedback's addition joins the
+// the gradient matrix, where at::mm handles a product with a few columns poorly (measured in
+// docs/benchmarks.md, "Gradient compression on slow links"); error feedback's addition joins the
 // first product's pass and the error update the decompression's. The sums run in a fixed order,
 // so every rank computes the same bits from the same inputs.
 //
