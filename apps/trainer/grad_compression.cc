@@ -104,7 +104,10 @@ std::string restore_powersgd_from_checkpoint(PowerSgdState& state, const std::ma
     }
     any_errors = true;
     if (tensor.dim() != 2 || tensor.size(0) < 1) {
-      throw InvalidArgumentError(str_cat("checkpoint entry 'powersgd.", name, "' is not one row per rank"));
+      throw InvalidArgumentError(str_cat("[rank ", rank, "/", world, "] resuming PowerSGD: checkpoint entry 'powersgd.",
+                                         name,
+                                         "' is not one row per rank (a damaged or foreign checkpoint; resume from "
+                                         "another, or without --grad-compression powersgd)"));
     }
     const std::string bucket = name.substr(7);
     if (tensor.size(0) == world) {
