@@ -24,6 +24,7 @@
 #include <ringtorch/job_environment.h>
 #include <ringtorch/join.h>
 #include <ringtorch/keep_freed_memory.h>
+#include <ringtorch/local_sgd.h>
 #include <ringtorch/models.h>
 #include <ringtorch/operation_label.h>
 #include <ringtorch/powersgd.h>

@@ -1,0 +1,220 @@
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include <ringtorch/error.h>
+#include <ringtorch/local_sgd.h>
+#include <ringtorch/str_cat.h>
+#include <ringtorch/timeline.h>
+
+#include "runtime/training/optimizer_state.h"
+
+namespace ringtorch {
+namespace {
+
+// The dtype the outer gradient is summed in: the parameters' when they share one, else float32.
+at::ScalarType common_dtype(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return at::kFloat;
+  const at::ScalarType first = tensors.front().scalar_type();
+  for (const auto& t : tensors) {
+    if (t.scalar_type() != first) return at::kFloat;
+  }
+  return first;
+}
+
+at::Tensor flat_cat(std::vector<at::Tensor> pieces, const at::TensorOptions& options) {
+  if (pieces.empty()) return at::empty({0}, options);
+  for (auto& p : pieces) p = p.reshape({-1}).to(options);
+  return at::cat(pieces);
+}
+
+// Every value of an optimizer_state_dict() in a fixed order (parameters, then each one's fields
+// as the kind writes them): tensors, and integer steps as one element each.
+template <typename Visit>
+void for_each_state_value(c10::impl::GenericDict parameters, Visit visit) {
+  for (const auto& parameter : parameters) {
+    c10::impl::GenericDict fields = parameter.value().toGenericDict();
+    for (const auto& field : fields) visit(fields, field.key(), field.value());
+  }
+}
+
+c10::impl::GenericDict state_parameters(const c10::IValue& state) {
+  return state.toGenericDict().at("parameters").toGenericDict();
+}
+
+}  // namespace
+
+at::Tensor optimizer_state_vector(const torch::optim::Optimizer& optimizer) {
+  const c10::IValue state = optimizer_state_dict(optimizer);
+  std::vector<at::Tensor> pieces;
+  at::ScalarType dtype = at::kFloat;
+  for_each_state_value(state_parameters(state), [&](auto&, const c10::IValue&, const c10::IValue& value) {
+    if (value.isTensor()) {
+      if (value.toTensor().scalar_type() == at::kDouble) dtype = at::kDouble;
+      pieces.push_back(value.toTensor().reshape({-1}));
+    } else if (value.isInt()) {
+      pieces.push_back(at::full({1}, static_cast<double>(value.toInt()), at::kDouble));
+    }
+  });
+  return flat_cat(std::move(pieces), at::TensorOptions().dtype(dtype));
+}
+
+void load_optimizer_state_vector(torch::optim::Optimizer& optimizer, const at::Tensor& vector) {
+  const c10::IValue state = optimizer_state_dict(optimizer);
+  const at::Tensor flat = vector.reshape({-1});
+  int64_t offset = 0;
+  for_each_state_value(
+      state_parameters(state), [&](c10::impl::GenericDict& fields, const c10::IValue& key, const c10::IValue& value) {
+        const int64_t n = value.isTensor() ? value.toTensor().numel() : value.isInt() ? 1 : 0;
+        if (offset + n > flat.numel()) {
+          offset += n;
+          return;
+        }
+        if (value.isTensor()) {
+          const at::Tensor& saved = value.toTensor();
+          fields.insert_or_assign(key, flat.narrow(0, offset, n).view(saved.sizes()).to(saved.scalar_type()).clone());
+        } else if (value.isInt()) {
+          fields.insert_or_assign(key, static_cast<int64_t>(flat[offset].item<double>()));
+        }
+        offset += n;
+      });
+  if (offset != flat.numel()) {
+    throw InvalidArgumentError(str_cat("an optimizer state vector of ", flat.numel(),
+                                       " values for an optimizer whose state holds ", offset,
+                                       " (saved for another model, optimizer, or before its first step?)"));
+  }
+  optimizer.state() = parse_optimizer_state(optimizer, state, "(state vector)");
+}
+
+LocalSgd::LocalSgd(torch::nn::Module& module, std::shared_ptr<ProcessGroup> group, LocalSgdOptions options)
+    : module_(module), options_(options), group_(std::move(group)) {
+  if (!(options_.outer_lr > 0) || !std::isfinite(options_.outer_lr))
+    throw InvalidArgumentError(str_cat("LocalSgd: outer_lr ", options_.outer_lr, " must be positive and finite"));
+  if (!(options_.outer_momentum >= 0 && options_.outer_momentum < 1))
+    throw InvalidArgumentError(str_cat("LocalSgd: outer_momentum ", options_.outer_momentum, " must be in [0, 1)"));
+  for (const auto& p : module_.parameters()) parameters_.push_back(p);
+  for (const auto& b : module_.buffers()) (b.is_floating_point() ? buffers_ : counters_).push_back(b);
+  reset_anchor();
+}
+
+void LocalSgd::record_inner_step(int64_t samples) {
+  ++stats_.inner_steps;
+  ++stats_.inner_steps_in_period;
+  stats_.samples_in_period += samples;
+}
+
+void LocalSgd::set_group(std::shared_ptr<ProcessGroup> group) { group_ = std::move(group); }
+
+void LocalSgd::reset_anchor() {
+  torch::NoGradGuard no_grad;
+  anchor_.clear();
+  for (const auto& p : parameters_) anchor_.push_back(p.detach().clone());
+  stats_.inner_steps_in_period = 0;
+  stats_.samples_in_period = 0;
+}
+
+// Σ w_r (anchor - parameters_r) over the ranks, then the floating buffers' Σ w_r b_r and Σ w_r,
+// in one flat tensor (two with a bf16 outer gradient: its own, and the rest at full precision).
+// Returns [Δ Σw..., buffers Σw..., Σw] in the parameters' dtype.
+at::Tensor LocalSgd::all_reduce_outer_gradient(double weight) {
+  const at::TensorOptions options = at::TensorOptions()
+                                        .dtype(common_dtype(parameters_))
+                                        .device(parameters_.empty() ? at::kCPU : parameters_[0].device());
+  std::vector<at::Tensor> changes;
+  for (size_t i = 0; i < parameters_.size(); ++i) changes.push_back((anchor_[i] - parameters_[i].detach()) * weight);
+  std::vector<at::Tensor> rest;
+  for (const auto& b : buffers_) rest.push_back(b.detach() * weight);
+  rest.push_back(at::full({1}, weight, options));
+  at::Tensor sums;
+  if (options_.bf16_outer_gradient) {
+    at::Tensor change = flat_cat(changes, options.dtype(at::kBFloat16));
+    at::Tensor others = flat_cat(rest, options);
+    group_->allreduce(change, ReduceOp::kSum);
+    group_->allreduce(others, ReduceOp::kSum);
+    sums = at::cat({change.to(options), others});
+    elements_per_outer_step_ = change.numel() + others.numel();
+  } else {
+    changes.insert(changes.end(), rest.begin(), rest.end());
+    sums = flat_cat(changes, options);
+    group_->allreduce(sums, ReduceOp::kSum);
+    elements_per_outer_step_ = sums.numel();
+  }
+  if (!counters_.empty()) {
+    at::Tensor counts = flat_cat(counters_, counters_[0].options().dtype(at::kLong));
+    group_->allreduce(counts, ReduceOp::kMax);
+    int64_t offset = 0;
+    for (auto& c : counters_) {
+      c.copy_(counts.narrow(0, offset, c.numel()).view_as(c));
+      offset += c.numel();
+    }
+    elements_per_outer_step_ += counts.numel();
+  }
+  return sums;
+}
+
+void LocalSgd::outer_step() {
+  TimelineSpan span("outer step", "train");
+  torch::NoGradGuard no_grad;
+  const at::Tensor sums = all_reduce_outer_gradient(static_cast<double>(stats_.samples_in_period));
+  stats_.inner_steps_in_period = 0;
+  stats_.samples_in_period = 0;
+  ++stats_.outer_steps;
+  const double total_weight = sums[sums.numel() - 1].item<double>();
+  if (total_weight <= 0) {  // no rank trained: back to the anchor, alike everywhere
+    for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].copy_(anchor_[i]);
+    return;
+  }
+  const double m = options_.outer_momentum;
+  const bool first_momentum = momentum_.empty();
+  int64_t offset = 0;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    at::Tensor& p = parameters_[i];
+    at::Tensor change = sums.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type()) / total_weight;
+    offset += p.numel();
+    at::Tensor step = change;
+    if (m > 0) {
+      if (first_momentum) {
+        momentum_.push_back(change.clone());
+      } else {
+        momentum_[i].mul_(m).add_(change);
+      }
+      step = options_.nesterov ? change + m * momentum_[i] : momentum_[i];
+    }
+    anchor_[i].sub_(step, options_.outer_lr);
+    p.copy_(anchor_[i]);
+  }
+  for (auto& b : buffers_) {
+    b.copy_(sums.narrow(0, offset, b.numel()).view(b.sizes()) / total_weight);
+    offset += b.numel();
+  }
+}
+
+std::map<std::string, at::Tensor> LocalSgd::state_dict() const {
+  std::map<std::string, at::Tensor> state;
+  state["outer_steps"] = at::tensor(stats_.outer_steps, at::kLong);
+  for (size_t i = 0; i < momentum_.size(); ++i) state[str_cat("momentum.", i)] = momentum_[i].detach().cpu().clone();
+  return state;
+}
+
+void LocalSgd::load_state_dict(const std::map<std::string, at::Tensor>& state) {
+  std::vector<at::Tensor> momentum;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const auto found = state.find(str_cat("momentum.", i));
+    if (found == state.end()) break;
+    if (found->second.sizes() != parameters_[i].sizes()) {
+      throw InvalidArgumentError(str_cat("local SGD state: 'momentum.", i, "' has shape ", found->second.sizes(),
+                                         ", its parameter ", parameters_[i].sizes(), " (saved with another model?)"));
+    }
+    momentum.push_back(found->second.to(parameters_[i].options()).clone());
+  }
+  if (!momentum.empty() && momentum.size() != parameters_.size()) {
+    throw InvalidArgumentError(str_cat("local SGD state: the outer momentum of ", momentum.size(), " of ",
+                                       parameters_.size(), " parameters (saved with another model?)"));
+  }
+  momentum_ = std::move(momentum);
+  const auto steps = state.find("outer_steps");
+  stats_.outer_steps = steps == state.end() ? 0 : steps->second.item<int64_t>();
+  reset_anchor();
+}
+
+}  // namespace ringtorch
