@@ -14,10 +14,27 @@ namespace {
 
 SamplerOptions sampler_options(const TrainerOptions& o) { return {/*shuffle=*/true, o.seed, /*drop_last=*/false}; }
 
+// With --local-steps the balancer's step is a period of many inner steps: one period of warm-up
+// and decisions every 2 (the defaults count DDP's steps: 5 and 40), by the model alone: a
+// period's compute time measures a rank's speed well, while probes judged on a few periods'
+// throughput were fooled by its swings (a rank at 25% of a core was given 3% of the samples
+// instead of 15%). No rank is sat out: a slow rank no longer holds the others up at every step,
+// only at the outer step, and what it trains counts by its samples.
+BalanceSettings balance_settings(const TrainerOptions& o) {
+  BalanceSettings settings;
+  if (o.local_steps > 0) {
+    settings.warmup_steps = 1;
+    settings.interval = 4;
+    settings.probe = 0;
+    settings.sit_out_margin = 0;
+  }
+  return settings;
+}
+
 }  // namespace
 
 EqualBatches::EqualBatches(const TrainingRun& run)
-    : batch_size_(run.options.batch_size),
+    : batch_size_(int64_t{run.options.batch_size} * std::max(1, run.options.local_steps)),
       world_(run.world),
       sampler_(run.train_size, run.world, run.rank, sampler_options(run.options)) {}
 
@@ -44,13 +61,14 @@ int64_t EqualBatches::trained_after(int64_t steps) const {
 void BalancedBatches::on_start(TrainingRun& run) {
   const TrainerOptions& o = run.options;
   const int64_t global_batch = o.global_batch > 0 ? o.global_batch : int64_t{o.batch_size} * run.world;
+  batches_per_step_ = std::max(1, o.local_steps);
   std::vector<double> weights(static_cast<size_t>(run.world), 1.0);
   if (o.balance != "auto") weights = parse_weights(o.balance);
   if (weights.size() != static_cast<size_t>(run.world)) {
     throw InvalidArgumentError(str_cat("--balance ", o.balance, " gives ", weights.size(), " weights for ", run.world,
                                        " ranks; give one weight per rank"));
   }
-  balancer_.emplace(run.group, global_batch, weights, o.balance == "auto", run.device);
+  balancer_.emplace(run.group, global_batch, weights, o.balance == "auto", run.device, balance_settings(o));
   sampler_.emplace(run.train_size, global_batch, run.rank, run.world, sampler_options(o));  // split: per step
   run.split = balancer_->split();
   if (run.rank == 0) std::printf("[ringtorch] balance: %s\n", balancer_->describe().c_str());
@@ -60,7 +78,7 @@ void BalancedBatches::on_start(TrainingRun& run) {
 int64_t BalancedBatches::begin_epoch(int64_t epoch, int64_t trained_before) {
   trained_before_ = trained_before;
   sampler_->set_epoch(epoch, trained_before);
-  return sampler_->steps_per_epoch();
+  return (sampler_->steps_per_epoch() + batches_per_step_ - 1) / batches_per_step_;
 }
 
 int64_t BalancedBatches::epoch_samples() const {
@@ -70,11 +88,18 @@ int64_t BalancedBatches::epoch_samples() const {
 std::vector<int64_t> BalancedBatches::step_indices(int64_t step) {
   // The balancer's split, or on every other step of a probe's trial the trial's.
   sampler_->set_split(balancer_->next_step_split());
-  return sampler_->step_indices(step);
+  if (batches_per_step_ == 1) return sampler_->step_indices(step);
+  std::vector<int64_t> indices;
+  const int64_t end = std::min(sampler_->steps_per_epoch(), (step + 1) * batches_per_step_);
+  for (int64_t k = step * batches_per_step_; k < end; ++k) {
+    const std::vector<int64_t> part = sampler_->step_indices(k);
+    indices.insert(indices.end(), part.begin(), part.end());
+  }
+  return indices;
 }
 
 int64_t BalancedBatches::trained_after(int64_t steps) const {
-  return trained_before_ + steps * sampler_->global_batch();
+  return trained_before_ + std::min(steps * batches_per_step_, sampler_->steps_per_epoch()) * sampler_->global_batch();
 }
 
 void BalancedBatches::on_step_end(TrainingRun& run, const StepOutcome& step) {
@@ -107,6 +132,7 @@ void BalancedBatches::rebalance(TrainingRun& run) {
 }
 
 void BalancedBatches::train_without_ranks_sitting_out(TrainingRun& run) {
+  if (run.local_sgd) return;  // a rank given weight 0 joins the outer steps with no samples
   run.ddp.reset();
   run.ranks_sit_out = balancer_->anyone_sits_out();
   run.train_in(run.group.new_group(balancer_->training_ranks()));

@@ -1,8 +1,10 @@
 // Which samples each step of ringtrain trains on (training_run.h's BatchPlan):
 //   EqualBatches     --balance equal: DistributedSampler's share of the epoch, in batches of
-//                    --batch-size, as PyTorch's DDP programs do
+//                    --batch-size, as PyTorch's DDP programs do (with --local-steps H, a step is a
+//                    period of H of them)
 //   BalancedBatches  --balance auto or weights: this rank's part of each global batch
-//                    (WeightedDistributedSampler), split by a BatchBalancer; it is also the part
+//                    (WeightedDistributedSampler), split by a BatchBalancer (with --local-steps
+//                    H, a step is a period: its part of H global batches); it is also the part
 //                    that feeds the balancer each step's times, rebalances, and moves training
 //                    to a subgroup when a rank sits out
 //
@@ -65,6 +67,8 @@ class BalancedBatches : public BatchPlan, public TrainerPart {
   std::optional<BatchBalancer> balancer_;
   std::optional<WeightedDistributedSampler> sampler_;
   int64_t trained_before_ = 0;
+  // Global batches per step of the loop: 1, or with --local-steps H (a period; local_steps.h).
+  int64_t batches_per_step_ = 1;
   int64_t steps_run_ = 0;          // steps recorded, this run
   double last_handover_wait_ = 0;  // seconds, on a rank that sits out
 };

@@ -92,6 +92,23 @@ const std::vector<TrainerFlag>& trainer_flags() {
        [](const std::string& v, O& o, R&) {
          o.powersgd_start_step = parse_int_in_range(v, 0, 1 << 30, "--powersgd-start-step");
        }},
+      {"--local-steps", false,
+       [](const std::string& v, O& o, R&) { o.local_steps = parse_int_in_range(v, 1, 1 << 20, "--local-steps"); }},
+      {"--outer-lr", false,
+       [](const std::string& v, O& o, R&) {
+         o.outer_lr = parse_number_in_range(v, 0, kLargestFloat, "--outer-lr");
+         if (o.outer_lr == 0) throw InvalidArgumentError("--outer-lr " + v + ": must be positive");
+       }},
+      {"--outer-momentum", false,
+       [](const std::string& v, O& o, R&) {
+         o.outer_momentum = parse_number_in_range(v, 0, 1, "--outer-momentum");
+         if (o.outer_momentum == 1) throw InvalidArgumentError("--outer-momentum " + v + ": must be below 1");
+       }},
+      {"--outer-compression", false,
+       [](const std::string& v, O& o, R&) {
+         if (v != "none" && v != "bf16") throw InvalidArgumentError("--outer-compression " + v + ": use none or bf16");
+         o.outer_compression = v;
+       }},
       {"--checkpoint-dir", false, [](const std::string& v, O& o, R&) { o.checkpoint_dir = v; }},
       {"--checkpoint-every-steps", false,
        [](const std::string& v, O& o, R&) {

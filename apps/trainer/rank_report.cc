@@ -14,13 +14,14 @@ RankTimes& RankTimes::operator+=(const RankTimes& other) {
   wait_seconds += other.wait_seconds;
   loop_seconds += other.loop_seconds;
   samples += other.samples;
+  steps += other.steps;
   return *this;
 }
 
 std::vector<RankTimes> gather_rank_times(ProcessGroup& group, const RankTimes& mine) {
-  constexpr int kFields = 4;
+  constexpr int kFields = 5;
   double local[kFields] = {mine.compute_seconds, mine.wait_seconds, mine.loop_seconds,
-                           static_cast<double>(mine.samples)};
+                           static_cast<double>(mine.samples), static_cast<double>(mine.steps)};
   std::vector<double> all(static_cast<size_t>(kFields * group.size()));
   group.allgather(local, all.data(), kFields, c10::ScalarType::Double);
   std::vector<RankTimes> ranks(static_cast<size_t>(group.size()));
@@ -29,6 +30,7 @@ std::vector<RankTimes> gather_rank_times(ProcessGroup& group, const RankTimes& m
     ranks[r].wait_seconds = all[r * kFields + 1];
     ranks[r].loop_seconds = all[r * kFields + 2];
     ranks[r].samples = static_cast<int64_t>(all[r * kFields + 3]);
+    ranks[r].steps = static_cast<int64_t>(all[r * kFields + 4]);
   }
   return ranks;
 }
@@ -36,14 +38,14 @@ std::vector<RankTimes> gather_rank_times(ProcessGroup& group, const RankTimes& m
 std::string format_rank_table(const std::string& title, const std::vector<RankTimes>& ranks) {
   const std::string head = str_cat("[ringtorch] ", title, ", per rank:");
   char line[256];
-  std::snprintf(line, sizeof(line), "%s %5s %9s %10s %10s %12s\n", head.c_str(), "rank", "samples", "samples/s",
-                "compute s", "comm wait s");
+  std::snprintf(line, sizeof(line), "%s %5s %9s %6s %10s %10s %12s\n", head.c_str(), "rank", "samples", "steps",
+                "samples/s", "compute s", "comm wait s");
   std::string text = line;
   const std::string pad(head.size() - std::string("[ringtorch]").size(), ' ');
   for (size_t r = 0; r < ranks.size(); ++r) {
-    std::snprintf(line, sizeof(line), "[ringtorch]%s %5zu %9lld %10.1f %10.2f %12.2f\n", pad.c_str(), r,
-                  static_cast<long long>(ranks[r].samples), ranks[r].samples_per_second(), ranks[r].compute_seconds,
-                  ranks[r].wait_seconds);
+    std::snprintf(line, sizeof(line), "[ringtorch]%s %5zu %9lld %6lld %10.1f %10.2f %12.2f\n", pad.c_str(), r,
+                  static_cast<long long>(ranks[r].samples), static_cast<long long>(ranks[r].steps),
+                  ranks[r].samples_per_second(), ranks[r].compute_seconds, ranks[r].wait_seconds);
     text += line;
   }
   // The slowest rank is the one that computes longest per sample; the others wait for it. Ranks
@@ -78,6 +80,7 @@ std::string rank_times_json(const std::vector<RankTimes>& ranks) {
   for (size_t r = 0; r < ranks.size(); ++r) {
     out.push_back({{"rank", r},
                    {"samples", ranks[r].samples},
+                   {"steps", ranks[r].steps},
                    {"samples_per_s", ranks[r].samples_per_second()},
                    {"compute_s", ranks[r].compute_seconds},
                    {"comm_wait_s", ranks[r].wait_seconds}});

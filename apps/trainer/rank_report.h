@@ -23,6 +23,7 @@ struct RankTimes {
   double wait_seconds = 0;
   double loop_seconds = 0;  // the epoch's training loop, wall clock
   int64_t samples = 0;
+  int64_t steps = 0;  // optimizer steps (with --local-steps: inner steps, which differ between ranks)
   double samples_per_second() const { return loop_seconds > 0 ? samples / loop_seconds : 0; }
   RankTimes& operator+=(const RankTimes& other);
 };
@@ -31,14 +32,14 @@ struct RankTimes {
 std::vector<RankTimes> gather_rank_times(ProcessGroup& group, const RankTimes& mine);
 
 // The table rank 0 prints after each epoch, lines prefixed "[ringtorch] ":
-//   [ringtorch] epoch 1, per rank:  rank   samples  samples/s  compute s  comm wait s
-//   [ringtorch]                        0      4000     9019.6       0.41         0.03
-//   [ringtorch]                        1      4000     8948.0       0.42         0.03
+//   [ringtorch] epoch 1, per rank:  rank   samples  steps  samples/s  compute s  comm wait s
+//   [ringtorch]                        0      4000     63     9019.6       0.41         0.03
+//   [ringtorch]                        1      4000     63     8948.0       0.42         0.03
 //   [ringtorch] slowest: rank 1 (0.10 ms of compute per sample, 1.02x the fastest, rank 0); the others waited up to
 //   0.03 s
 std::string format_rank_table(const std::string& title, const std::vector<RankTimes>& ranks);
 
-// [{"rank":0,"samples":..,"samples_per_s":..,"compute_s":..,"comm_wait_s":..}, ...] as JSON text.
+// [{"rank":0,"samples":..,"steps":..,"samples_per_s":..,"compute_s":..,"comm_wait_s":..}, ...] as JSON text.
 std::string rank_times_json(const std::vector<RankTimes>& ranks);
 
 }  // namespace ringtorch

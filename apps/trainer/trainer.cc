@@ -3,6 +3,7 @@
 #include "apps/trainer/trainer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -56,6 +57,21 @@ void validate(const TrainerOptions& o) {
   parse_grad_compression(o.grad_compression);
   if (o.powersgd_start_step < 0)
     bad("--powersgd-start-step", std::to_string(o.powersgd_start_step), "must not be negative");
+  if (o.local_steps < 0) bad("--local-steps", std::to_string(o.local_steps), "must be at least 1");
+  if (!(o.outer_lr > 0) || !std::isfinite(o.outer_lr))
+    bad("--outer-lr", std::to_string(o.outer_lr), "must be positive and finite");
+  if (!(o.outer_momentum >= 0 && o.outer_momentum < 1))
+    bad("--outer-momentum", std::to_string(o.outer_momentum), "must be at least 0 and below 1");
+  if (o.outer_compression != "none" && o.outer_compression != "bf16")
+    bad("--outer-compression", o.outer_compression, "use none or bf16");
+  if (o.local_steps > 0 && o.grad_compression != "none") {
+    bad("--local-steps", std::to_string(o.local_steps),
+        str_cat("does not combine with --grad-compression ", o.grad_compression,
+                ": local steps all-reduce no gradients (--outer-compression bf16 halves what the outer steps send)"));
+  }
+  if (o.local_steps == 0 && (o.outer_compression != "none" || o.outer_lr != 0.7 || o.outer_momentum != 0.9)) {
+    bad("--outer-lr, --outer-momentum and --outer-compression", "", "need --local-steps");
+  }
   if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
     bad("--checkpoint-every-steps", std::to_string(o.checkpoint_every_steps), "needs --checkpoint-dir");
   }
@@ -94,6 +110,14 @@ std::string TrainingReport::to_json() const {
                      {"elements_per_step", powersgd_elements_before},
                      {"elements_sent_per_step", powersgd_elements_after}};
   }
+  if (local_steps > 0) {
+    j["local_steps"] = {{"steps", local_steps},
+                        {"outer_lr", outer_lr},
+                        {"outer_momentum", outer_momentum},
+                        {"outer_compression", outer_compression},
+                        {"outer_steps", outer_steps},
+                        {"elements_per_outer_step", elements_per_outer_step}};
+  }
   if (!ranks_json.empty()) j["ranks"] = nlohmann::json::parse(ranks_json);
   if (!split.empty()) {
     j["balance"] = balance;
@@ -127,6 +151,8 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   const std::shared_ptr<BatchPlan> batches = make_batch_plan(run, plan_parts);
   TrainerParts parts = make_trainer_parts(o, elastic, run.rank, std::move(plan_parts));
   for (auto& part : parts) part->on_start(run);
+  // The weights a part loaded (a resume, a recovery, --init-from) are the first period's start.
+  if (run.local_sgd) run.local_sgd->reset_anchor();
   ProgressReporter reporter(stdout, run.rank == 0 ? parse_progress_style(o.progress, stdout) : ProgressStyle::kOff,
                             o.log_interval);
   TrainingReport report;
@@ -156,6 +182,14 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
     report.powersgd_start_step = o.powersgd_start_step;
     report.powersgd_elements_before = run.powersgd->elements_before_compression();
     report.powersgd_elements_after = run.powersgd->elements_after_compression();
+  }
+  if (run.local_sgd) {
+    report.local_steps = o.local_steps;
+    report.outer_lr = o.outer_lr;
+    report.outer_momentum = o.outer_momentum;
+    report.outer_compression = o.outer_compression;
+    report.outer_steps = run.local_sgd->stats().outer_steps;
+    report.elements_per_outer_step = run.local_sgd->elements_per_outer_step();
   }
   for (auto& part : parts) part->on_finish(run, report);
   return report;

@@ -53,6 +53,12 @@ struct TrainingReport {
   std::string grad_compression = "none";  // --grad-compression, as "powersgd:4"
   // With PowerSGD, once it started: gradient elements per step, and elements sent per step.
   int64_t powersgd_start_step = 0, powersgd_elements_before = 0, powersgd_elements_after = 0;
+  // With --local-steps (else 0): H, the outer settings, the outer steps taken and the elements
+  // each all-reduced; each rank's inner steps are its "steps" in ranks_json.
+  int local_steps = 0;
+  double outer_lr = 0, outer_momentum = 0;
+  std::string outer_compression;
+  int64_t outer_steps = 0, elements_per_outer_step = 0;
   std::string to_json() const;
 };
 

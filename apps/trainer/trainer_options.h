@@ -39,7 +39,14 @@ struct TrainerOptions {
   // Backward passes all-reduced plainly before PowerSGD starts: 2, the least PyTorch accepts (on a
   // slow link each plain step costs as much as hundreds of compressed ones).
   int64_t powersgd_start_step = 2;
-  int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
+  // Local SGD (local_steps.h, DiLoCo): > 0: each rank takes this many inner steps of its own
+  // between outer steps, with no gradient all-reduce (with --balance, the period trains this many
+  // global batches, split by speed: ranks take unequal numbers of inner steps). 0: DDP.
+  int local_steps = 0;
+  double outer_lr = 0.7;                   // the outer optimizer's (SGD with Nesterov momentum)
+  double outer_momentum = 0.9;             // 0: none
+  std::string outer_compression = "none";  // none | bf16: the outer gradient's all-reduce
+  int checkpoint_every_steps = 0;          // > 0: also checkpoint every N optimizer steps inside an epoch
   // false: a NaN or infinite loss (any step) or weights (an epoch's end) stop training with an
   // error naming rank, epoch and step. true: warn once and go on; checkpoints are still never
   // written from non-finite weights.

@@ -15,6 +15,7 @@
 
 #include "apps/plot/run_plot.h"
 #include "apps/trainer/grad_compression.h"
+#include "apps/trainer/local_steps.h"
 #include "base/atomic_file.h"
 #include "base/log.h"
 
@@ -125,6 +126,7 @@ class CheckpointPart : public TrainerPart {
       if (run.powersgd) {
         note = restore_powersgd_from_checkpoint(*run.powersgd, run.progress.extra_state, run.rank, run.world);
       }
+      if (run.local_sgd) note = restore_local_sgd_from_checkpoint(run, run.progress.extra_state);
       run.progress.extra_state.clear();  // restored; not carried into later saves' positions
       if (run.rank == 0) std::printf("%s\n", describe_resume(run.progress, run.options, run.world).c_str());
       if (run.rank == 0 && !note.empty()) std::printf("%s\n", note.c_str());
@@ -158,6 +160,7 @@ class CheckpointPart : public TrainerPart {
     }
     TrainingProgress with_state = at;
     if (run.powersgd) with_state.extra_state = powersgd_checkpoint_state(*run.powersgd, run.group);  // a collective
+    if (run.local_sgd) with_state.extra_state = local_sgd_checkpoint_state(run);                     // a collective
     checkpoints_.save(run.model.module(), run.optimizer.get(), with_state, &run.group);
   }
   Checkpointer checkpoints_;
@@ -177,6 +180,11 @@ class ElasticPart : public TrainerPart {
         restore_powersgd_from_commit(*run.powersgd, committed->extra_state,
                                      own_is_synced ? &hooks_.state->own_extra_state() : nullptr);
       }
+      if (run.local_sgd) {
+        const bool own_is_synced = hooks_.state->own_step() == committed->step;
+        restore_local_sgd_from_commit(run, committed->extra_state,
+                                      own_is_synced ? &hooks_.state->own_extra_state() : nullptr);
+      }
       run.progress.extra_state.clear();
       if (run.rank == 0) {
         std::printf("recovered in process at epoch %lld step %lld with world size %d: the state rank %d committed\n",
@@ -190,7 +198,9 @@ class ElasticPart : public TrainerPart {
   }
   void on_step_end(TrainingRun& run, const StepOutcome& step) override {
     if (step.trained) hooks_.state->reached(run.progress.step);
-    if (!inside_epoch(run, step) || run.progress.step % hooks_.commit_every_steps != 0) return;
+    // With --local-steps every step is an outer step: commit each (local_steps.h).
+    const int every = run.local_sgd ? 1 : hooks_.commit_every_steps;
+    if (!inside_epoch(run, step) || run.progress.step % every != 0) return;
     commit_and_check_membership(run, run.position_in_epoch(step.epoch, step.samples_done));
   }
   void on_epoch_end(TrainingRun& run, const EpochOutcome&) override { commit_and_check_membership(run, run.progress); }
@@ -210,6 +220,7 @@ class ElasticPart : public TrainerPart {
   void commit(TrainingRun& run, const TrainingProgress& at) {
     TrainingProgress with_state = at;
     if (run.powersgd) with_state.extra_state = powersgd_commit_state(*run.powersgd);  // this rank's own
+    if (run.local_sgd) with_state.extra_state = local_sgd_commit_state(run);
     hooks_.state->commit(run.model.module(), run.optimizer.get(), with_state);
   }
   const ElasticHooks hooks_;

@@ -10,6 +10,7 @@
 #include <ringtorch/str_cat.h>
 #include <ringtorch/timeline.h>
 
+#include "apps/trainer/local_steps.h"
 #include "base/log.h"
 
 namespace ringtorch {
@@ -107,26 +108,34 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
   const at::Tensor last_parameter = parameters.empty() ? at::Tensor() : parameters.back();
   for (int64_t step = 0; step < steps; ++step) {
     StepOutcome s;
-    if (run.ddp) {
+    if (run.trains()) {
       const std::vector<int64_t> indices = batches.step_indices(step);
-      s = train_step(run, indices, last_parameter,
-                     Timeline::enabled()
-                         ? str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", indices.size(), "}")
-                         : std::string());
+      if (run.local_sgd) {
+        s = train_period(run, indices, last_parameter);
+      } else {
+        s = train_step(run, indices, last_parameter,
+                       Timeline::enabled()
+                           ? str_cat("{\"epoch\":", epoch + 1, ",\"step\":", step, ",\"samples\":", indices.size(), "}")
+                           : std::string());
+      }
+      const char* unit = run.local_sgd ? " period " : " step ";
       if (!std::isfinite(s.loss)) {
         check_finite(run, false,
-                     str_cat("the loss is ", s.loss, " at epoch ", epoch + 1, " step ", step + 1, " of ", steps));
+                     str_cat("the loss is ", s.loss, " at epoch ", epoch + 1, unit, step + 1, " of ", steps));
       } else {
         check_finite(run, s.averaged_gradient_finite,
-                     str_cat("the gradient averaged over the ranks holds NaN or inf at epoch ", epoch + 1, " step ",
-                             step + 1, " of ", steps, " (another rank's loss was not finite)"));
+                     str_cat(run.local_sgd ? "the parameters after the outer step hold"
+                                           : "the gradient averaged over the ranks holds",
+                             " NaN or inf at epoch ", epoch + 1, unit, step + 1, " of ", steps,
+                             " (another rank's loss was not finite)"));
       }
-      loss_sum += s.loss;
+      loss_sum += s.loss * static_cast<double>(s.inner_steps);
       loss_by_sample += s.loss * static_cast<double>(s.samples);
       outcome.times.compute_seconds += s.compute_seconds;
       outcome.times.wait_seconds += s.seconds - s.compute_seconds;
       outcome.times.samples += s.samples;
-      ++trained_batches;
+      outcome.times.steps += s.inner_steps;
+      trained_batches += s.inner_steps;
     }
     s.epoch = epoch;
     s.step = step;
@@ -141,18 +150,19 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
   // others hand over their state (an epoch-end cost for those, like evaluation).
   auto training_end = Clock::now();
   for (auto& part : parts) part->on_epoch_trained(run, steps);
-  if (!run.ddp) training_end = Clock::now();
+  if (!run.trains()) training_end = Clock::now();
   outcome.seconds = std::chrono::duration<double>(training_end - epoch_start).count();
   outcome.times.loop_seconds = outcome.seconds;
   outcome.trained_samples = batches.trained_after(steps) - trained_before;
   outcome.ranks = gather_rank_times(run.group, outcome.times);
   if (run.rank == 0) std::fputs(format_rank_table(str_cat("epoch ", epoch + 1), outcome.ranks).c_str(), stdout);
   const double rank_loss = trained_batches ? loss_sum / static_cast<double>(trained_batches) : 0;
-  if (outcome.times.samples == 0 && !run.ddp) {
+  if (outcome.times.samples == 0 && !run.trains()) {
     std::printf("Rank %d, Epoch [%lld/%d]: sat out\n", run.rank, (long long)epoch + 1, run.options.epochs);
   } else {
-    std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f\n", run.rank, (long long)epoch + 1, run.options.epochs,
-                rank_loss);
+    std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f", run.rank, (long long)epoch + 1, run.options.epochs, rank_loss);
+    if (run.local_sgd) std::printf(", inner steps: %lld", (long long)outcome.times.steps);
+    std::printf("\n");
   }
   std::fflush(stdout);
   {

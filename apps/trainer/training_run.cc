@@ -13,6 +13,7 @@
 #include "apps/trainer/blas_threads.h"
 #include "apps/trainer/cpu_throttle.h"
 #include "apps/trainer/grad_compression.h"
+#include "apps/trainer/local_steps.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -109,7 +110,15 @@ TrainingRun set_up_run(const TrainerOptions& o, ProcessGroup& group, ElasticHook
 }
 
 void TrainingRun::train_in(const std::shared_ptr<ProcessGroup>& training_group) {
-  ddp.reset();  // the old one's hooks stay registered, but inert
+  ddp.reset();                    // the old one's hooks stay registered, but inert
+  if (options.local_steps > 0) {  // no gradient all-reduce: every rank trains its replica (local_steps.h)
+    if (local_sgd) {
+      local_sgd->set_group(training_group);
+    } else {
+      local_sgd = std::make_unique<LocalSgd>(model.module(), training_group, local_sgd_options(options));
+    }
+    return;
+  }
   if (!training_group->is_member()) return;
   ddp = model.replicas ? std::make_unique<DistributedDataParallel>(*model.replicas, training_group, ddp_options)
                        : std::make_unique<DistributedDataParallel>(model.single, training_group, ddp_options);

@@ -24,6 +24,7 @@
 #include <ringtorch/checkpoint_format.h>
 #include <ringtorch/data_parallel.h>
 #include <ringtorch/distributed_data_parallel.h>
+#include <ringtorch/local_sgd.h>
 #include <ringtorch/powersgd.h>
 
 #include "apps/trainer/device_selection.h"
@@ -57,7 +58,10 @@ struct TrainingRun {
   // --grad-compression powersgd: the hook's state, which checkpoints and elastic commits carry
   // (grad_compression.h); null otherwise.
   std::shared_ptr<PowerSgdState> powersgd;
-  std::unique_ptr<DistributedDataParallel> ddp;  // null on a rank that sits out (--balance auto)
+  std::unique_ptr<DistributedDataParallel> ddp;  // null on a rank that sits out (--balance auto), or with local_sgd
+  // --local-steps: the outer steps (local_steps.h) instead of DDP; null otherwise.
+  std::unique_ptr<LocalSgd> local_sgd;
+  bool trains() const { return ddp || local_sgd; }  // false: this rank sits out
   // Some rank sits out: its weights lag until the epoch's end, so nothing is saved inside an
   // epoch meanwhile (rank 0 may be the one).
   bool ranks_sit_out = false;
@@ -84,8 +88,9 @@ TrainingRun set_up_run(const TrainerOptions& options, ProcessGroup& group, Elast
 // One optimizer step as the loop saw it.
 struct StepOutcome {
   int64_t epoch = 0;
-  int64_t step = 0;      // within the epoch
-  bool trained = false;  // false: this rank sits out
+  int64_t step = 0;         // within the epoch
+  bool trained = false;     // false: this rank sits out
+  int64_t inner_steps = 1;  // this rank's optimizer steps in it (--local-steps: the period's, maybe 0)
   bool last_in_epoch = false;
   int64_t samples = 0;       // this rank's
   int64_t samples_done = 0;  // of the epoch so far, all ranks (the epoch order's prefix)

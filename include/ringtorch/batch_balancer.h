@@ -75,7 +75,7 @@ struct BalanceSettings {
   double smoothing = 0.5;        // share of the way to the measured weights, after the first call
   double max_factor = 4;         // a weight changes at most by this factor per call
   double min_change = 0.02;      // of B: smaller model moves of every rank's batch are not made
-  double probe = 0.08;           // of B: the first probe's size
+  double probe = 0.08;           // of B: the first probe's size; 0: no probes, the model decides every interval
   double probe_gain = 0.03;      // a trial is kept when its steps' throughput beats the others' by this share
   double sit_out_margin = 1.25;  // see 3. (a); 0 turns sitting out off
   double sit_out_gain = 0.10;    // see 3. (b)
@@ -143,6 +143,7 @@ class BatchBalancer {
   // means per rank. Returns whether it did.
   // `balanced_throughput`: the job's samples per second at a split that follows the measured
   // speeds (0: not yet at one; only test (a) then).
+  int64_t first_probe_size() const;  // 0 without probes
   bool consider_sitting_out(const std::vector<double>& compute, const std::vector<double>& samples,
                             double balanced_throughput);
 

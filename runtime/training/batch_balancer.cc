@@ -40,7 +40,7 @@ BatchBalancer::BatchBalancer(ProcessGroup& group, int64_t global_batch, std::vec
   for (double w : weights_) sitting_out_.push_back(w == 0);
   previous_compute_.assign(weights_.size(), 0);
   previous_samples_.assign(weights_.size(), 0);
-  probe_size_ = automatic_ ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
+  probe_size_ = automatic_ ? first_probe_size() : 0;
   // Per rank: its device, then what it was told to split (whether automatically, the global
   // batch, its split of it), which must be the same everywhere: nodes started with command
   // lines of their own could differ, and would then deal overlapping samples without a word.
@@ -85,9 +85,15 @@ void BatchBalancer::record_step(double compute_seconds, double step_seconds, int
   }
 }
 
+int64_t BatchBalancer::first_probe_size() const {
+  return settings_.probe > 0 ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
+}
+
 bool BatchBalancer::due_after_step(int64_t steps_run) const {
   const int64_t measured = steps_run - settings_.warmup_steps;
-  return automatic_ && !settled() && !anyone_sits_out() && measured > 0 && measured % settings_.interval == 0;
+  // Without probes (probe 0) the model decides at every interval, for the whole run.
+  return automatic_ && (!settled() || settings_.probe <= 0) && !anyone_sits_out() && measured > 0 &&
+         measured % settings_.interval == 0;
 }
 
 std::vector<int> BatchBalancer::training_ranks() const {
@@ -161,7 +167,7 @@ bool BatchBalancer::consider_sitting_out(const std::vector<double>& compute, con
   model_steps_ = 0;
   model_content_ = trial_ = tried_other_direction_ = kept_at_this_size_ = false;
   probe_direction_ = 1;
-  probe_size_ = training.size() > 2 ? std::max<int64_t>(1, std::llround(settings_.probe * global_batch_)) : 0;
+  probe_size_ = training.size() > 2 ? first_probe_size() : 0;
   sit_out_reason_ = str_cat("; rank ", bench, " sits out: ", why);
   return true;
 }
@@ -273,7 +279,8 @@ bool BatchBalancer::rebalance(ProcessGroup& group) {
       weights_ = weights;
       split_ = split;
       model_content_ = false;
-      if (settled()) probe_size_ = std::max<int64_t>(1, std::llround(settings_.probe * global_batch_) / 2);
+      if (settled() && settings_.probe > 0)
+        probe_size_ = std::max<int64_t>(1, std::llround(settings_.probe * global_batch_) / 2);
       return true;
     }
     model_content_ = true;

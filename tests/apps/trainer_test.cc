@@ -26,6 +26,7 @@
 
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/grad_compression.h"
+#include "apps/trainer/job_config.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/rank_report.h"
 #include "support/error_of.h"
@@ -186,13 +187,13 @@ TEST(KeepFreedMemory, LaterRoundsReuseThePagesOfEarlierOnes) {
 }
 
 TEST(RankReport, TheTableNamesTheSlowestRankAndHowLongOthersWaited) {
-  RankTimes fast{/*compute=*/2.0, /*wait=*/1.5, /*loop=*/4.0, /*samples=*/1000};
-  RankTimes slow{/*compute=*/3.5, /*wait=*/0.1, /*loop=*/4.0, /*samples=*/1000};
+  RankTimes fast{/*compute=*/2.0, /*wait=*/1.5, /*loop=*/4.0, /*samples=*/1000, /*steps=*/16};
+  RankTimes slow{/*compute=*/3.5, /*wait=*/0.1, /*loop=*/4.0, /*samples=*/1000, /*steps=*/16};
   const std::string table = format_rank_table("epoch 3", {fast, slow, fast});
-  EXPECT_NE(table.find("[ringtorch] epoch 3, per rank:  rank   samples  samples/s  compute s  comm wait s\n"),
+  EXPECT_NE(table.find("[ringtorch] epoch 3, per rank:  rank   samples  steps  samples/s  compute s  comm wait s\n"),
             std::string::npos)
       << table;
-  EXPECT_NE(table.find("    1      1000      250.0       3.50         0.10\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("    1      1000     16      250.0       3.50         0.10\n"), std::string::npos) << table;
   EXPECT_NE(table.find("slowest: rank 1 (3.50 ms of compute per sample, 1.75x the fastest, rank 0); the others waited "
                        "up to 1.50 s"),
             std::string::npos)
@@ -303,6 +304,104 @@ TEST(Trainer, PowerSgdResumedInsideAnEpochContinuesExactly) {
   // Saved at steps 4, 8, 10 (epoch 1's end), 12, 16, 20; the newest three are kept. Remove 16
   // and 20, so that the resume starts at step 12, two steps into epoch 2.
   for (const char* step : {"0000000016", "0000000020"}) {
+    for (const char* suffix : {".pt", ".pt.crc32"}) {
+      const std::string path = str_cat(dir, "/checkpoint-", step, suffix);
+      ASSERT_TRUE(std::filesystem::remove(path)) << path;
+    }
+  }
+  const auto resumed = run(true, true);
+  EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);  // epoch 2 only
+  EXPECT_EQ(resumed[0].parameter_checksums, uninterrupted[0].parameter_checksums);
+}
+
+// --local-steps and the outer settings: a bad value stops with the flag's name; --local-steps
+// with --grad-compression other than none is refused (they do not combine: local steps send no
+// gradients), and the outer settings without --local-steps are refused too.
+TEST(LocalSteps, BadFlagsNameTheFlag) {
+  const std::vector<std::pair<std::vector<std::pair<std::string, std::string>>, std::string>> cases = {
+      {{{"--local-steps", "0"}}, "--local-steps"},
+      {{{"--local-steps", "-1"}}, "--local-steps"},
+      {{{"--local-steps", "x"}}, "--local-steps"},
+      {{{"--outer-lr", "0"}}, "--outer-lr 0: must be positive"},
+      {{{"--outer-lr", "-1"}}, "--outer-lr"},
+      {{{"--outer-lr", "nan"}}, "--outer-lr"},
+      {{{"--outer-momentum", "1"}}, "--outer-momentum 1: must be below 1"},
+      {{{"--outer-momentum", "-0.1"}}, "--outer-momentum"},
+      {{{"--outer-momentum", "x"}}, "--outer-momentum"},
+      {{{"--outer-compression", "fp16"}}, "--outer-compression fp16: use none or bf16"},
+      {{{"--local-steps", "4"}, {"--grad-compression", "powersgd"}},
+       "--local-steps 4: does not combine with --grad-compression powersgd"},
+      {{{"--outer-momentum", "0.5"}}, "need --local-steps"},
+  };
+  for (const auto& [flags, expected] : cases) {
+    const std::string message = error_of([&] {
+      TrainerOptions o;
+      RendezvousOptions r;
+      for (const auto& [flag, value] : flags) apply_trainer_flag(flag, value, o, r);
+      validate(o);
+    });
+    EXPECT_NE(message.find(expected), std::string::npos) << flags[0].first << " " << flags[0].second << ": " << message;
+  }
+  TrainerOptions o;
+  RendezvousOptions r;
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--local-steps", "16"}, {"--outer-lr", "1"}, {"--outer-momentum", "0"}, {"--outer-compression", "bf16"}}) {
+    apply_trainer_flag(flag, value, o, r);
+  }
+  validate(o);
+  EXPECT_EQ(o.local_steps, 16);
+  EXPECT_EQ(o.outer_compression, "bf16");
+}
+
+// One inner step per period, outer lr 1 and no outer momentum is DDP (local_sgd.h): train()
+// ends at DDP's weights to float rounding, and says how it trained.
+TEST(Trainer, OneLocalStepWithoutOuterMomentumTrainsAsDdp) {
+  const auto ddp = train_two_thread_ranks([](TrainerOptions& o) { o.max_train_samples = 1280; });
+  const auto local = train_two_thread_ranks([](TrainerOptions& o) {
+    o.max_train_samples = 1280;
+    o.local_steps = 1;
+    o.outer_lr = 1;
+    o.outer_momentum = 0;
+  });
+  ASSERT_EQ(local[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(local[0].parameter_checksums[0], local[0].parameter_checksums[1]);
+  EXPECT_NEAR(local[0].parameter_checksums[0], ddp[0].parameter_checksums[0],
+              1e-4 * std::max(1.0, std::fabs(ddp[0].parameter_checksums[0])));
+  EXPECT_EQ(local[0].local_steps, 1);
+  EXPECT_EQ(local[0].outer_steps, 10);
+  EXPECT_NE(local[0].to_json().find("\"local_steps\":{"), std::string::npos) << local[0].to_json();
+  EXPECT_NE(local[0].ranks_json.find("\"steps\":10"), std::string::npos) << local[0].ranks_json;
+}
+
+// --local-steps 3 on two thread ranks: a run resumed from a checkpoint taken at an outer step
+// inside the second epoch ends with exactly the uninterrupted run's weights: the outer momentum
+// and every rank's own inner optimizer (SGD's momentum, which differs between the ranks) come
+// back from the checkpoint.
+TEST(Trainer, LocalStepsResumedInsideAnEpochContinuesExactly) {
+  const testing::TempDir temp;
+  const std::string dir = temp.file("checkpoints");
+  auto run = [&](bool checkpoints, bool resume) {
+    return train_two_thread_ranks([&](TrainerOptions& o) {
+      o.epochs = 2;
+      o.max_train_samples = 1280;  // 10 batches of 64 per rank an epoch: periods of 3, 3, 3 and 1
+      o.threads = 1;
+      o.local_steps = 3;
+      if (checkpoints) {
+        o.checkpoint_dir = dir;
+        o.checkpoint_every_steps = 1;  // every outer step
+        o.resume = resume;
+      }
+    });
+  };
+  const auto uninterrupted = run(false, false);
+  EXPECT_EQ(uninterrupted[0].outer_steps, 8);
+  ASSERT_EQ(uninterrupted[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(uninterrupted[0].parameter_checksums[0], uninterrupted[0].parameter_checksums[1]);
+  const auto with_checkpoints = run(true, false);
+  EXPECT_EQ(with_checkpoints[0].parameter_checksums, uninterrupted[0].parameter_checksums);
+  // Saved at outer steps 1-8; the newest three (6, 7, 8) are kept. Remove 7 and 8, so that the
+  // resume starts at outer step 6, two periods into epoch 2.
+  for (const char* step : {"0000000007", "0000000008"}) {
     for (const char* suffix : {".pt", ".pt.crc32"}) {
       const std::string path = str_cat(dir, "/checkpoint-", step, suffix);
       ASSERT_TRUE(std::filesystem::remove(path)) << path;
