@@ -31,6 +31,7 @@ const char kUsage[] =
     "                 [--local-steps H (local SGD: H inner steps per rank between outer steps; default off: DDP)]\n"
     "                 [--outer-lr X (default 0.7)] [--outer-momentum X (Nesterov; default 0.9)]\n"
     "                 [--outer-compression none|bf16 (the outer gradient's all-reduce; default none)]\n"
+    "                 [--outer-overlap N (the outer all-reduce travels during N inner steps; default 0)]\n"
     "                 [--checkpoint-dir DIR] [--checkpoint-every-steps N] [--resume]\n"
     "                 [--init-from FILE.pt (a state_dict saved by Python's torch.save, or a checkpoint)]\n"
     "                 [--allow-non-finite (train on past a NaN or inf loss instead of stopping)]\n"

@@ -109,6 +109,8 @@ const std::vector<TrainerFlag>& trainer_flags() {
          if (v != "none" && v != "bf16") throw InvalidArgumentError("--outer-compression " + v + ": use none or bf16");
          o.outer_compression = v;
        }},
+      {"--outer-overlap", false,
+       [](const std::string& v, O& o, R&) { o.outer_overlap = parse_int_in_range(v, 0, 1 << 20, "--outer-overlap"); }},
       {"--checkpoint-dir", false, [](const std::string& v, O& o, R&) { o.checkpoint_dir = v; }},
       {"--checkpoint-every-steps", false,
        [](const std::string& v, O& o, R&) {

@@ -53,10 +53,12 @@ LocalSgdOptions local_sgd_options(const TrainerOptions& o) {
   options.outer_lr = o.outer_lr;
   options.outer_momentum = o.outer_momentum;
   options.bf16_outer_gradient = o.outer_compression == "bf16";
+  options.overlap_steps = o.outer_overlap;
   return options;
 }
 
-StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, const at::Tensor& last_parameter) {
+StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, const at::Tensor& last_parameter,
+                         bool synchronize) {
   TimelineSpan period_span("period", "train");
   const auto start = Clock::now();
   const size_t batch_size = static_cast<size_t>(run.options.batch_size);
@@ -81,11 +83,16 @@ StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, 
     ++outcome.inner_steps;
   }
   const auto computed = Clock::now();
-  run.local_sgd->outer_step();
+  if (synchronize) {
+    run.local_sgd->synchronize();
+  } else {
+    run.local_sgd->outer_step();
+  }
   if (outcome.inner_steps > 0)
     outcome.loss =
         std::isfinite(first_non_finite) ? loss_sum / static_cast<double>(outcome.inner_steps) : first_non_finite;
-  // The same on every rank after the outer step: a rank whose replica diverged spoils it for all.
+  // The same on every rank after the outer step (with --outer-overlap, a period later): a rank
+  // whose replica diverged spoils it for all.
   outcome.averaged_gradient_finite =
       !last_parameter.defined() || std::isfinite(last_parameter.detach().sum().item<double>());
   const auto end = Clock::now();

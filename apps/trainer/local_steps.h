@@ -7,6 +7,9 @@
 // speed) trained in inner steps of --batch-size on the rank's own replica, then the outer step,
 // after which every replica is the same. So --checkpoint-every-steps counts outer steps, and
 // in-process elastic commits happen at every outer step (a recovery goes on from the last one).
+// With --outer-overlap N the outer step's all-reduce travels during the next period's first N
+// inner steps, and the periods before an evaluation or a checkpoint synchronize (the replicas are
+// equal then only).
 //
 // In a checkpoint (rank 0 writes it): "local_sgd.outer_steps" and "local_sgd.momentum.<i>" (the
 // same on every rank), "local_sgd.inner_optimizer" (every rank's inner optimizer state as one
@@ -33,9 +36,11 @@ namespace ringtorch {
 LocalSgdOptions local_sgd_options(const TrainerOptions& options);
 
 // One period on `indices` (this rank's share; may be empty): inner steps of --batch-size, then
-// the outer step (a collective of the training group). Its compute time is the inner steps';
-// its wait is the outer step's.
-StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, const at::Tensor& last_parameter);
+// the outer step (a collective of the training group), finished before it returns when
+// `synchronize` (LocalSgd::synchronize(): with --outer-overlap the replicas are equal only
+// then). Its compute time is the inner steps'; its wait is the outer step's.
+StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, const at::Tensor& last_parameter,
+                         bool synchronize);
 
 // For a checkpoint: a collective of run.group (every rank calls it, rank 0 gets the rows).
 std::map<std::string, at::Tensor> local_sgd_checkpoint_state(TrainingRun& run);

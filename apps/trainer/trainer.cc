@@ -69,8 +69,17 @@ void validate(const TrainerOptions& o) {
         str_cat("does not combine with --grad-compression ", o.grad_compression,
                 ": local steps all-reduce no gradients (--outer-compression bf16 halves what the outer steps send)"));
   }
-  if (o.local_steps == 0 && (o.outer_compression != "none" || o.outer_lr != 0.7 || o.outer_momentum != 0.9)) {
-    bad("--outer-lr, --outer-momentum and --outer-compression", "", "need --local-steps");
+  if (o.local_steps == 0 &&
+      (o.outer_compression != "none" || o.outer_lr != 0.7 || o.outer_momentum != 0.9 || o.outer_overlap > 0)) {
+    throw InvalidArgumentError(
+        "--outer-lr, --outer-momentum, --outer-compression and --outer-overlap need --local-steps (they set local "
+        "SGD's outer step)");
+  }
+  if (o.outer_overlap < 0) bad("--outer-overlap", std::to_string(o.outer_overlap), "must not be negative");
+  if (o.outer_overlap > 0 && o.elastic == "in-process") {
+    throw InvalidArgumentError(
+        "--outer-overlap does not combine with --elastic in-process (every outer step commits there, and a commit "
+        "needs the replicas equal: each would wait for its all-reduce)");
   }
   if (o.checkpoint_every_steps > 0 && o.checkpoint_dir.empty()) {
     bad("--checkpoint-every-steps", std::to_string(o.checkpoint_every_steps), "needs --checkpoint-dir");
@@ -115,6 +124,7 @@ std::string TrainingReport::to_json() const {
                         {"outer_lr", outer_lr},
                         {"outer_momentum", outer_momentum},
                         {"outer_compression", outer_compression},
+                        {"outer_overlap", outer_overlap},
                         {"outer_steps", outer_steps},
                         {"elements_per_outer_step", elements_per_outer_step}};
   }
@@ -188,6 +198,7 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
     report.outer_lr = o.outer_lr;
     report.outer_momentum = o.outer_momentum;
     report.outer_compression = o.outer_compression;
+    report.outer_overlap = o.outer_overlap;
     report.outer_steps = run.local_sgd->stats().outer_steps;
     report.elements_per_outer_step = run.local_sgd->elements_per_outer_step();
   }

@@ -58,6 +58,7 @@ struct TrainingReport {
   int local_steps = 0;
   double outer_lr = 0, outer_momentum = 0;
   std::string outer_compression;
+  int outer_overlap = 0;
   int64_t outer_steps = 0, elements_per_outer_step = 0;
   std::string to_json() const;
 };

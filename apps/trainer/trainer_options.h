@@ -46,7 +46,8 @@ struct TrainerOptions {
   double outer_lr = 0.7;                   // the outer optimizer's (SGD with Nesterov momentum)
   double outer_momentum = 0.9;             // 0: none
   std::string outer_compression = "none";  // none | bf16: the outer gradient's all-reduce
-  int checkpoint_every_steps = 0;          // > 0: also checkpoint every N optimizer steps inside an epoch
+  int outer_overlap = 0;  // > 0: the outer all-reduce travels during this many of the next period's inner steps
+  int checkpoint_every_steps = 0;  // > 0: also checkpoint every N optimizer steps inside an epoch
   // false: a NaN or infinite loss (any step) or weights (an epoch's end) stop training with an
   // error naming rank, epoch and step. true: warn once and go on; checkpoints are still never
   // written from non-finite weights.

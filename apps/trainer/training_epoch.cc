@@ -111,7 +111,10 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
     if (run.trains()) {
       const std::vector<int64_t> indices = batches.step_indices(step);
       if (run.local_sgd) {
-        s = train_period(run, indices, last_parameter);
+        // Replicas equal where the parts need them (local_steps.h): the epoch's end, a checkpoint.
+        const int every = run.options.checkpoint_every_steps;
+        const bool checkpoint_next = every > 0 && (run.progress.step + 1) % every == 0;
+        s = train_period(run, indices, last_parameter, step + 1 == steps || checkpoint_next);
       } else {
         s = train_step(run, indices, last_parameter,
                        Timeline::enabled()

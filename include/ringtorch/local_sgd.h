@@ -26,6 +26,16 @@
 // replicas are bitwise equal after every outer step. A rank that recorded no samples contributes
 // nothing; when no rank did, the step changes nothing.
 //
+// With `overlap_steps` N, outer_step() starts the all-reduce and returns: the next period's
+// inner steps run while it travels, and the N-th record_inner_step() after it (or the next
+// outer_step() or synchronize(), whichever comes first) waits for it and applies it, keeping what
+// this rank trained meanwhile: its parameters become the new anchor plus its own change since the
+// step started, which counts in the next outer gradient (Streaming DiLoCo's overlap with delay
+// N, without its mixing). The others' changes thus reach a rank N inner steps late. Keep N small:
+// a delay of a whole period of 16 cost lenet 6 points of accuracy after 2 epochs (docs/training.md).
+// The replicas are equal only after synchronize(), which finishes the step in flight and runs
+// one more outer step synchronously.
+//
 // On the wire per outer step: one all-reduce of the parameters' size (in bf16 with
 // `bf16_outer_gradient`: half the bytes) plus the floating buffers and one weight, in the
 // parameters' dtype; integer buffers add one more.
@@ -47,6 +57,7 @@
 #include <vector>
 
 #include <ringtorch/process_group.h>
+#include <ringtorch/work.h>
 
 namespace ringtorch {
 
@@ -55,6 +66,9 @@ struct LocalSgdOptions {
   double outer_momentum = 0.9;       // DiLoCo's; 0: no momentum
   bool nesterov = true;              // DiLoCo's outer optimizer is SGD with Nesterov momentum
   bool bf16_outer_gradient = false;  // all-reduce the outer gradient in bfloat16
+  // 0: outer_step() finishes the outer step before it returns. N > 0: its all-reduce travels
+  // during the next period's first N inner steps, and then it is applied (see below).
+  int overlap_steps = 0;
 };
 
 // The counts of the periods so far.
@@ -73,14 +87,21 @@ class LocalSgd {
   LocalSgd(torch::nn::Module& module, std::shared_ptr<ProcessGroup> group, LocalSgdOptions options);
 
   // Counts one inner step of this rank on `samples` samples (its weight in the next average).
+  // With overlap_steps, the N-th after an outer step waits for it and applies it (its errors are
+  // the group's).
   void record_inner_step(int64_t samples);
-  // The period's end: a collective of the group (see above). Throws the group's errors.
+  // The period's end: a collective of the group (see above). Throws the group's errors (with
+  // overlap: those of the step it waits for).
   void outer_step();
+  // The period's end, finished before it returns, so that the replicas are bitwise equal (for an
+  // evaluation, a checkpoint, the end): with overlap, waits for the outer step in flight, then
+  // runs one synchronously; without, the same as outer_step(). A collective.
+  void synchronize();
 
   // From now on outer steps run in `group` (the ranks that still train); the anchor stays.
   void set_group(std::shared_ptr<ProcessGroup> group);
   // Makes the module's parameters now the anchor (after they were loaded or handed over from
-  // another rank); the period's counts restart.
+  // another rank); the period's counts restart, and an outer step in flight is dropped.
   void reset_anchor();
 
   const LocalSgdOptions& options() const { return options_; }
@@ -89,8 +110,8 @@ class LocalSgd {
   int64_t elements_per_outer_step() const { return elements_per_outer_step_; }
 
   // The outer state as named tensors (copies): "outer_steps", "momentum.<i>" (the outer momentum
-  // of the i-th parameter, once there is one). The same on every rank after an outer step. The
-  // anchor is not in it: at an outer step it is the parameters.
+  // of the i-th parameter, once there is one). The same on every rank after an outer step
+  // (with overlap: after synchronize()). The anchor is not in it: it is then the parameters.
   std::map<std::string, at::Tensor> state_dict() const;
   // Restores state_dict()'s names; call right after the parameters of the same outer step were
   // loaded (the anchor becomes them). Throws InvalidArgumentError, naming the entry, for a
@@ -98,7 +119,15 @@ class LocalSgd {
   void load_state_dict(const std::map<std::string, at::Tensor>& state);
 
  private:
-  at::Tensor all_reduce_outer_gradient(double weight);
+  // An outer step's all-reduces in flight.
+  struct Pending {
+    std::vector<std::shared_ptr<Work>> works;
+    at::Tensor change;  // with bf16: the outer gradient; else undefined (it is in `rest`)
+    at::Tensor rest;    // [w Δ (unless bf16)..., w buffers..., w]
+    at::Tensor counts;  // the integer buffers (max), when there are any
+  };
+  void start_outer_step();
+  void finish_outer_step();
 
   // Constant after construction.
   torch::nn::Module& module_;
@@ -108,7 +137,11 @@ class LocalSgd {
   std::vector<at::Tensor> counters_;    // the module's integer buffers
 
   std::shared_ptr<ProcessGroup> group_;
-  std::vector<at::Tensor> anchor_;    // the parameters at the last outer step
+  std::vector<at::Tensor> anchor_;    // the parameters of the last outer step applied (the same on every rank)
+  std::vector<at::Tensor> base_;      // what the next outer gradient is measured from: the anchor, or with
+                                      // overlap the parameters when the step in flight started
+  std::unique_ptr<Pending> pending_;  // with overlap, between outer steps
+  int64_t steps_since_start_ = 0;     // inner steps since the outer step in flight started
   std::vector<at::Tensor> momentum_;  // empty until the first outer step with momentum
   LocalSgdStats stats_;
   int64_t elements_per_outer_step_ = 0;

@@ -101,6 +101,10 @@ void LocalSgd::record_inner_step(int64_t samples) {
   ++stats_.inner_steps;
   ++stats_.inner_steps_in_period;
   stats_.samples_in_period += samples;
+  if (pending_ && ++steps_since_start_ >= options_.overlap_steps) {
+    TimelineSpan span("outer step applied", "train");
+    finish_outer_step();
+  }
 }
 
 void LocalSgd::set_group(std::shared_ptr<ProcessGroup> group) { group_ = std::move(group); }
@@ -108,85 +112,122 @@ void LocalSgd::set_group(std::shared_ptr<ProcessGroup> group) { group_ = std::mo
 void LocalSgd::reset_anchor() {
   torch::NoGradGuard no_grad;
   anchor_.clear();
-  for (const auto& p : parameters_) anchor_.push_back(p.detach().clone());
+  base_.clear();
+  for (const auto& p : parameters_) {
+    anchor_.push_back(p.detach().clone());
+    base_.push_back(p.detach().clone());
+  }
+  pending_.reset();
   stats_.inner_steps_in_period = 0;
   stats_.samples_in_period = 0;
 }
 
-// Σ w_r (anchor - parameters_r) over the ranks, then the floating buffers' Σ w_r b_r and Σ w_r,
-// in one flat tensor (two with a bf16 outer gradient: its own, and the rest at full precision).
-// Returns [Δ Σw..., buffers Σw..., Σw] in the parameters' dtype.
-at::Tensor LocalSgd::all_reduce_outer_gradient(double weight) {
+// Starts the all-reduce of Σ w_r (base - parameters_r), then the floating buffers' Σ w_r b_r
+// and Σ w_r, in one flat tensor (two with a bf16 outer gradient: its own, and the rest at full
+// precision), and the integer buffers' maximum. The parameters now become the base of the next
+// period's change.
+void LocalSgd::start_outer_step() {
+  torch::NoGradGuard no_grad;
+  const double weight = static_cast<double>(stats_.samples_in_period);
   const at::TensorOptions options = at::TensorOptions()
                                         .dtype(common_dtype(parameters_))
                                         .device(parameters_.empty() ? at::kCPU : parameters_[0].device());
   std::vector<at::Tensor> changes;
-  for (size_t i = 0; i < parameters_.size(); ++i) changes.push_back((anchor_[i] - parameters_[i].detach()) * weight);
+  for (size_t i = 0; i < parameters_.size(); ++i) changes.push_back((base_[i] - parameters_[i].detach()) * weight);
   std::vector<at::Tensor> rest;
   for (const auto& b : buffers_) rest.push_back(b.detach() * weight);
   rest.push_back(at::full({1}, weight, options));
-  at::Tensor sums;
+  auto pending = std::make_unique<Pending>();
   if (options_.bf16_outer_gradient) {
-    at::Tensor change = flat_cat(changes, options.dtype(at::kBFloat16));
-    at::Tensor others = flat_cat(rest, options);
-    group_->allreduce(change, ReduceOp::kSum);
-    group_->allreduce(others, ReduceOp::kSum);
-    sums = at::cat({change.to(options), others});
-    elements_per_outer_step_ = change.numel() + others.numel();
+    pending->change = flat_cat(changes, options.dtype(at::kBFloat16));
+    pending->rest = flat_cat(rest, options);
+    pending->works.push_back(group_->allreduce_async(pending->change, ReduceOp::kSum));
+    pending->works.push_back(group_->allreduce_async(pending->rest, ReduceOp::kSum));
+    elements_per_outer_step_ = pending->change.numel() + pending->rest.numel();
   } else {
     changes.insert(changes.end(), rest.begin(), rest.end());
-    sums = flat_cat(changes, options);
-    group_->allreduce(sums, ReduceOp::kSum);
-    elements_per_outer_step_ = sums.numel();
+    pending->rest = flat_cat(changes, options);
+    pending->works.push_back(group_->allreduce_async(pending->rest, ReduceOp::kSum));
+    elements_per_outer_step_ = pending->rest.numel();
   }
   if (!counters_.empty()) {
-    at::Tensor counts = flat_cat(counters_, counters_[0].options().dtype(at::kLong));
-    group_->allreduce(counts, ReduceOp::kMax);
+    pending->counts = flat_cat(counters_, counters_[0].options().dtype(at::kLong));
+    pending->works.push_back(group_->allreduce_async(pending->counts, ReduceOp::kMax));
+    elements_per_outer_step_ += pending->counts.numel();
+  }
+  for (size_t i = 0; i < parameters_.size(); ++i) base_[i].copy_(parameters_[i]);
+  pending_ = std::move(pending);
+  steps_since_start_ = 0;
+  stats_.inner_steps_in_period = 0;
+  stats_.samples_in_period = 0;
+  ++stats_.outer_steps;
+}
+
+// Waits for the outer step in flight and applies it: the anchor moves by the outer optimizer's
+// step, buffers take the average, and the parameters move with the anchor, keeping the change
+// this rank made since the step started (none without overlap: then they are the anchor itself).
+void LocalSgd::finish_outer_step() {
+  torch::NoGradGuard no_grad;
+  std::unique_ptr<Pending> pending = std::move(pending_);
+  for (auto& work : pending->works) work->wait();
+  const at::Tensor sums = pending->change.defined()
+                              ? at::cat({pending->change.to(pending->rest.scalar_type()), pending->rest})
+                              : pending->rest;
+  if (pending->counts.defined()) {
     int64_t offset = 0;
     for (auto& c : counters_) {
-      c.copy_(counts.narrow(0, offset, c.numel()).view_as(c));
+      c.copy_(pending->counts.narrow(0, offset, c.numel()).view_as(c));
       offset += c.numel();
     }
-    elements_per_outer_step_ += counts.numel();
   }
-  return sums;
+  const double total_weight = sums[sums.numel() - 1].item<double>();
+  if (total_weight > 0) {  // else no rank trained: the anchor stays
+    const double m = options_.outer_momentum;
+    const bool first_momentum = momentum_.empty();
+    int64_t offset = 0;
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      const at::Tensor& p = parameters_[i];
+      at::Tensor change = sums.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type()) / total_weight;
+      offset += p.numel();
+      at::Tensor step = change;
+      if (m > 0) {
+        if (first_momentum) {
+          momentum_.push_back(change.clone());
+        } else {
+          momentum_[i].mul_(m).add_(change);
+        }
+        step = options_.nesterov ? change + m * momentum_[i] : momentum_[i];
+      }
+      anchor_[i].sub_(step, options_.outer_lr);
+    }
+    for (auto& b : buffers_) {
+      b.copy_(sums.narrow(0, offset, b.numel()).view(b.sizes()) / total_weight);
+      offset += b.numel();
+    }
+  }
+  const bool trained_since = stats_.inner_steps_in_period > 0;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    if (trained_since) {
+      parameters_[i].add_(anchor_[i] - base_[i]);
+    } else {
+      parameters_[i].copy_(anchor_[i]);  // exactly: the replicas are bitwise equal
+    }
+    base_[i].copy_(anchor_[i]);
+  }
 }
 
 void LocalSgd::outer_step() {
   TimelineSpan span("outer step", "train");
-  torch::NoGradGuard no_grad;
-  const at::Tensor sums = all_reduce_outer_gradient(static_cast<double>(stats_.samples_in_period));
-  stats_.inner_steps_in_period = 0;
-  stats_.samples_in_period = 0;
-  ++stats_.outer_steps;
-  const double total_weight = sums[sums.numel() - 1].item<double>();
-  if (total_weight <= 0) {  // no rank trained: back to the anchor, alike everywhere
-    for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].copy_(anchor_[i]);
-    return;
-  }
-  const double m = options_.outer_momentum;
-  const bool first_momentum = momentum_.empty();
-  int64_t offset = 0;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    at::Tensor& p = parameters_[i];
-    at::Tensor change = sums.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type()) / total_weight;
-    offset += p.numel();
-    at::Tensor step = change;
-    if (m > 0) {
-      if (first_momentum) {
-        momentum_.push_back(change.clone());
-      } else {
-        momentum_[i].mul_(m).add_(change);
-      }
-      step = options_.nesterov ? change + m * momentum_[i] : momentum_[i];
-    }
-    anchor_[i].sub_(step, options_.outer_lr);
-    p.copy_(anchor_[i]);
-  }
-  for (auto& b : buffers_) {
-    b.copy_(sums.narrow(0, offset, b.numel()).view(b.sizes()) / total_weight);
-    offset += b.numel();
-  }
+  if (pending_) finish_outer_step();
+  start_outer_step();
+  if (options_.overlap_steps <= 0) finish_outer_step();
+}
+
+void LocalSgd::synchronize() {
+  TimelineSpan span("outer step", "train");
+  if (pending_) finish_outer_step();
+  start_outer_step();
+  finish_outer_step();
 }
 
 std::map<std::string, at::Tensor> LocalSgd::state_dict() const {

@@ -10,7 +10,8 @@
 #   (e) the restart budget used up: a clear error;
 #   (f) a run id reused after a finished job: the new job runs, two generations on;
 #   node 0 hosting a tcp:// store killed: the other ends, naming the store and redis://;
-#   in-process recovery: a node lost, then one admitted, without restarting a worker.
+#   in-process recovery: a node lost, then one admitted, without restarting a worker; with
+#   --local-steps, a node lost inside a period: the survivors go on from the last outer step.
 # The same plan across network namespaces over redis://: tests/apps/elastic_netns_test.sh.
 #   bash tests/apps/elastic_test.sh RINGRUN RINGTRAIN
 set -euo pipefail
@@ -35,4 +36,5 @@ expect_line t1 "for a job that survives any node, use --rdzv_endpoint redis://HO
 echo "elastic (tcp store): node 0 killed: node 1 exits 1 naming the lost store and redis://"
 
 case_in_process
+case_in_process_local_steps
 echo "elastic: all cases passed"

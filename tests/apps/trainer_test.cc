@@ -332,6 +332,10 @@ TEST(LocalSteps, BadFlagsNameTheFlag) {
       {{{"--local-steps", "4"}, {"--grad-compression", "powersgd"}},
        "--local-steps 4: does not combine with --grad-compression powersgd"},
       {{{"--outer-momentum", "0.5"}}, "need --local-steps"},
+      {{{"--outer-overlap", "2"}}, "need --local-steps"},
+      {{{"--outer-overlap", "-1"}}, "--outer-overlap"},
+      {{{"--local-steps", "4"}, {"--outer-overlap", "2"}, {"--elastic", "in-process"}},
+       "--outer-overlap does not combine with --elastic in-process"},
   };
   for (const auto& [flags, expected] : cases) {
     const std::string message = error_of([&] {

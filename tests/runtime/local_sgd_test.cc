@@ -211,6 +211,41 @@ TEST(LocalSgd, ReplicasAreBitwiseEqualAfterEveryOuterStep) {
       << "bf16 strays by " << (results[1] - results[0]).abs().max().item<float>();
 }
 
+// With overlap the outer gradient is applied after the next inner step (overlap_steps 1), and
+// what a rank trained meanwhile is kept on top of the new anchor (outer lr 1, no momentum: plain
+// averages). synchronize() finishes the step in flight: the replicas are then bitwise equal.
+TEST(LocalSgd, OverlapAppliesTheOuterStepAfterTheNextInnerStep) {
+  testing::on_thread_ranks(2, [](ProcessGroup& group) {
+    Tiny tiny;
+    LocalSgdOptions options;
+    options.outer_lr = 1;
+    options.outer_momentum = 0;
+    options.overlap_steps = 1;
+    LocalSgd local(*tiny, borrow(group), options);
+    const int r = group.rank();
+    const at::Tensor a0 = torch::tensor({1.0f, 2.0f, 3.0f});
+    const at::Tensor c1 = r == 0 ? torch::tensor({0.5f, 0.0f, 0.0f}) : torch::tensor({0.0f, 1.0f, 0.0f});
+    const at::Tensor c2 = r == 0 ? torch::tensor({0.0f, 0.0f, 2.0f}) : torch::tensor({0.0f, 0.0f, 4.0f});
+    const at::Tensor mean_c1 = torch::tensor({0.25f, 0.5f, 0.0f}), mean_c2 = torch::tensor({0.0f, 0.0f, 3.0f});
+    auto train = [&](const at::Tensor& change) {
+      torch::NoGradGuard no_grad;
+      tiny->weight.sub_(change);
+      local.record_inner_step(10);
+    };
+    train(c1);
+    local.outer_step();  // started, not applied: the rank keeps its own weights
+    EXPECT_TRUE(at::equal(tiny->weight, a0 - c1)) << tiny->weight;
+    train(c2);  // its inner step applies period 1's average under period 2's own change
+    EXPECT_TRUE(at::allclose(tiny->weight, a0 - mean_c1 - c2, 1e-6, 1e-6)) << tiny->weight;
+    local.outer_step();  // started
+    EXPECT_TRUE(at::allclose(tiny->weight, a0 - mean_c1 - c2, 1e-6, 1e-6)) << tiny->weight;
+    local.synchronize();  // period 2's average applied; nothing trained since
+    EXPECT_TRUE(at::allclose(tiny->weight, a0 - mean_c1 - mean_c2, 1e-6, 1e-6)) << tiny->weight;
+    expect_identical_across_ranks(group, *tiny, "after synchronize()");
+    EXPECT_EQ(local.stats().outer_steps, 3);
+  });
+}
+
 // The outer momentum and step count come back through state_dict(); the anchor is the loaded
 // parameters. A momentum of another shape is refused, naming it.
 TEST(LocalSgd, StateRoundTrips) {
