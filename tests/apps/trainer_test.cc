@@ -15,6 +15,7 @@
 #include <deque>
 #include <filesystem>
 #include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -272,6 +273,19 @@ TEST(GradCompression, CheckpointErrorsRowPerRankOrTheirMean) {
   EXPECT_TRUE(at::equal(other.state_dict().at("error.0"), at::tensor({2.0f, 3.5f})));
 }
 
+// Removes the checkpoints saved at these steps (data and checksum), so that a resume starts at an
+// older one.
+void remove_checkpoints(const std::string& dir, std::initializer_list<int> steps) {
+  for (int step : steps) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "/checkpoint-%010d", step);
+    for (const char* suffix : {".pt", ".pt.crc32"}) {
+      const std::string path = dir + name + suffix;
+      ASSERT_TRUE(std::filesystem::remove(path)) << path;
+    }
+  }
+}
+
 // ringtrain's training with --grad-compression powersgd:2 on two thread ranks: a run resumed
 // from a checkpoint taken inside the second epoch (PowerSGD running since step 3) ends with
 // exactly the uninterrupted run's weights; so does the run that wrote the checkpoints.
@@ -303,12 +317,7 @@ TEST(Trainer, PowerSgdResumedInsideAnEpochContinuesExactly) {
   EXPECT_EQ(with_checkpoints[0].parameter_checksums, uninterrupted[0].parameter_checksums);
   // Saved at steps 4, 8, 10 (epoch 1's end), 12, 16, 20; the newest three are kept. Remove 16
   // and 20, so that the resume starts at step 12, two steps into epoch 2.
-  for (const char* step : {"0000000016", "0000000020"}) {
-    for (const char* suffix : {".pt", ".pt.crc32"}) {
-      const std::string path = str_cat(dir, "/checkpoint-", step, suffix);
-      ASSERT_TRUE(std::filesystem::remove(path)) << path;
-    }
-  }
+  remove_checkpoints(dir, {16, 20});
   const auto resumed = run(true, true);
   EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);  // epoch 2 only
   EXPECT_EQ(resumed[0].parameter_checksums, uninterrupted[0].parameter_checksums);
@@ -405,15 +414,39 @@ TEST(Trainer, LocalStepsResumedInsideAnEpochContinuesExactly) {
   EXPECT_EQ(with_checkpoints[0].parameter_checksums, uninterrupted[0].parameter_checksums);
   // Saved at outer steps 1-8; the newest three (6, 7, 8) are kept. Remove 7 and 8, so that the
   // resume starts at outer step 6, two periods into epoch 2.
-  for (const char* step : {"0000000007", "0000000008"}) {
-    for (const char* suffix : {".pt", ".pt.crc32"}) {
-      const std::string path = str_cat(dir, "/checkpoint-", step, suffix);
-      ASSERT_TRUE(std::filesystem::remove(path)) << path;
-    }
-  }
+  remove_checkpoints(dir, {7, 8});
   const auto resumed = run(true, true);
   EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);  // epoch 2 only
   EXPECT_EQ(resumed[0].parameter_checksums, uninterrupted[0].parameter_checksums);
+}
+
+// The same with --outer-overlap 2: the periods before a checkpoint synchronize, so a checkpoint
+// still holds one set of weights, and a resume continues exactly as the run that wrote it.
+TEST(Trainer, LocalStepsWithOverlapResumeExactly) {
+  const testing::TempDir temp;
+  const std::string dir = temp.file("checkpoints");
+  auto run = [&](bool resume) {
+    return train_two_thread_ranks([&](TrainerOptions& o) {
+      o.epochs = 2;
+      o.max_train_samples = 1280;  // periods of 3, 3, 3 and 1 batches of 64 per rank an epoch
+      o.threads = 1;
+      o.local_steps = 3;
+      o.outer_overlap = 2;
+      o.checkpoint_dir = dir;
+      o.checkpoint_every_steps = 2;  // outer steps 2, 4 (epoch 1's end), 6 and 8
+      o.resume = resume;
+    });
+  };
+  // The run that writes checkpoints is the reference: its synchronized periods are part of its
+  // course (a run without checkpoints synchronizes only at epoch ends).
+  const auto with_checkpoints = run(false);
+  EXPECT_EQ(with_checkpoints[0].outer_overlap, 2);
+  ASSERT_EQ(with_checkpoints[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(with_checkpoints[0].parameter_checksums[0], with_checkpoints[0].parameter_checksums[1]);
+  remove_checkpoints(dir, {8});  // resume at outer step 6, two periods into epoch 2
+  const auto resumed = run(true);
+  EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);
+  EXPECT_EQ(resumed[0].parameter_checksums, with_checkpoints[0].parameter_checksums);
 }
 
 }  // namespace

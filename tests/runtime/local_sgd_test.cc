@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <mutex>
+
 #include <ringtorch/distributed_data_parallel.h>
 #include <ringtorch/error.h>
 #include <ringtorch/local_sgd.h>
@@ -39,7 +41,20 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
+// Outer lr 1 and no momentum: the outer step is the plain (weighted) average.
+LocalSgdOptions plain_averages() {
+  LocalSgdOptions options;
+  options.outer_lr = 1;
+  options.outer_momentum = 0;
+  return options;
+}
+
+// The same initial weights on every thread rank: LibTorch's default generator is one per
+// process, so the seeding and the draws after it hold a lock (a local SGD anchor must start
+// equal on every rank; DDP would broadcast rank 0's instead).
 Net seeded_net() {
+  static std::mutex default_generator;
+  std::lock_guard<std::mutex> lock(default_generator);
   torch::manual_seed(3);
   return Net();
 }
@@ -118,10 +133,7 @@ TEST(LocalSgd, TheOuterGradientIsTheSampleWeightedAverageOfTheChanges) {
 TEST(LocalSgd, RanksWithoutSamplesCountForNothing) {
   testing::on_thread_ranks(2, [](ProcessGroup& group) {
     Tiny tiny;
-    LocalSgdOptions options;
-    options.outer_lr = 1;
-    options.outer_momentum = 0;
-    LocalSgd local(*tiny, borrow(group), options);
+    LocalSgd local(*tiny, borrow(group), plain_averages());
     {
       torch::NoGradGuard no_grad;
       tiny->weight.sub_(group.rank() == 0 ? torch::tensor({1.0f, 1.0f, 1.0f}) : torch::tensor({9.0f, 9.0f, 9.0f}));
@@ -160,10 +172,7 @@ TEST(LocalSgd, OneInnerStepPerPeriodIsDistributedDataParallel) {
   });
   testing::on_thread_ranks(2, [&](ProcessGroup& group) {
     Net net = seeded_net();
-    LocalSgdOptions options;
-    options.outer_lr = 1;
-    options.outer_momentum = 0;
-    LocalSgd local(*net, borrow(group), options);
+    LocalSgd local(*net, borrow(group), plain_averages());
     torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     for (int step = 0; step < steps; ++step) {
       auto [x, y] = batch_of(group.rank(), step);
@@ -217,9 +226,7 @@ TEST(LocalSgd, ReplicasAreBitwiseEqualAfterEveryOuterStep) {
 TEST(LocalSgd, OverlapAppliesTheOuterStepAfterTheNextInnerStep) {
   testing::on_thread_ranks(2, [](ProcessGroup& group) {
     Tiny tiny;
-    LocalSgdOptions options;
-    options.outer_lr = 1;
-    options.outer_momentum = 0;
+    LocalSgdOptions options = plain_averages();
     options.overlap_steps = 1;
     LocalSgd local(*tiny, borrow(group), options);
     const int r = group.rank();
