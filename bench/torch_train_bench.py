@@ -2,7 +2,9 @@
 """PyTorch's Python DDP (gloo) training the same models on the same in-memory Fashion-MNIST as
 ringtrain, for bench/compare_training. Launch like any env:// program; rank 0 prints one JSON
 line: {"impl": "torch", "model", "world_size", "samples_per_s", "test_accuracy"}. --powersgd-rank R
-registers PyTorch's powerSGD_hook (rank R, start_powerSGD_iter --powersgd-start-step)."""
+registers PyTorch's powerSGD_hook (rank R, start_powerSGD_iter --powersgd-start-step).
+--local-steps H: PyTorch's local SGD instead of DDP, PostLocalSGDOptimizer with a
+PeriodicModelAverager (the parameters averaged every H steps; no outer optimizer)."""
 import argparse
 import gzip
 import json
@@ -16,6 +18,8 @@ import torch.distributed as dist
 import torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook as powerSGD
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.distributed.algorithms.model_averaging.averagers as averagers
+from torch.distributed.optim import PostLocalSGDOptimizer
 from torch.utils.data.distributed import DistributedSampler
 
 
@@ -45,6 +49,7 @@ def main():
     p.add_argument("--device", default="cpu", help="cpu, or cuda (rank r on cuda:LOCAL_RANK mod the GPU count)")
     p.add_argument("--powersgd-rank", type=int, default=0, help="> 0: DDP with powerSGD_hook at this rank")
     p.add_argument("--powersgd-start-step", type=int, default=2, help="start_powerSGD_iter (at least 2 in torch)")
+    p.add_argument("--local-steps", type=int, default=0, help="> 0: local SGD, parameters averaged every H steps")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", init_method="env://")
@@ -64,12 +69,15 @@ def main():
         # ("op.preamble.length <= op.nbytes") or hangs (measured with mlp3's two buckets).
         dist._DEFAULT_FIRST_BUCKET_BYTES = 1 << 30
         bucket_cap_mb = 1024
-    model = nn.parallel.DistributedDataParallel(MODELS[a.model]().to(device), bucket_cap_mb=bucket_cap_mb)
+    net = MODELS[a.model]().to(device)  # the same seed on every rank: the same initial weights
+    model = net if a.local_steps > 0 else nn.parallel.DistributedDataParallel(net, bucket_cap_mb=bucket_cap_mb)
     if a.powersgd_rank > 0:
         state = powerSGD.PowerSGDState(process_group=None, matrix_approximation_rank=a.powersgd_rank,
                                        start_powerSGD_iter=max(2, a.powersgd_start_step))
         model.register_comm_hook(state, powerSGD.powerSGD_hook)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    if a.local_steps > 0:
+        opt = PostLocalSGDOptimizer(opt, averagers.PeriodicModelAverager(period=a.local_steps, warmup_steps=0))
     sampler = DistributedSampler(range(len(train_y)), num_replicas=world, rank=rank, shuffle=True, seed=0)
     seconds, samples = 0.0, 0
     for epoch in range(a.epochs):
@@ -89,7 +97,7 @@ def main():
         samples += len(idx) * world
     with torch.no_grad():
         mine = torch.arange(rank, len(test_y), world, device=device)
-        correct = (model.module(test_x[mine]).argmax(1) == test_y[mine]).sum()
+        correct = (net(test_x[mine]).argmax(1) == test_y[mine]).sum()
     counts = torch.tensor([float(correct), seconds])  # on the CPU: gloo reduces either
     dist.all_reduce(counts[:1])
     t = counts[1:].clone()
