@@ -96,6 +96,10 @@ def main():
         seconds += time.perf_counter() - start
         samples += len(idx) * world
     with torch.no_grad():
+        if a.local_steps > 0:  # the steps since the last averaging: average them too, as ringtrain ends an epoch
+            for p in net.parameters():
+                dist.all_reduce(p.data)
+                p.data /= world
         mine = torch.arange(rank, len(test_y), world, device=device)
         correct = (net(test_x[mine]).argmax(1) == test_y[mine]).sum()
     counts = torch.tensor([float(correct), seconds])  # on the CPU: gloo reduces either

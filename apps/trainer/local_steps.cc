@@ -40,7 +40,7 @@ void load_inner_optimizer(TrainingRun& run, const at::Tensor& vector, const std:
   if (vector.numel() == 0) return;
   try {
     load_optimizer_state_vector(*run.optimizer, vector);
-  } catch (const InvalidArgumentError& e) {
+  } catch (const Error& e) {  // InvalidArgumentError (sizes) or IoError (a field's shape)
     log_warning(str_cat("rank ", run.rank, ": local steps: its own inner optimizer state from ", source,
                         " does not fit (", e.what(), "); it goes on with the state loaded with the weights"));
   }
@@ -57,10 +57,18 @@ LocalSgdOptions local_sgd_options(const TrainerOptions& o) {
   return options;
 }
 
+void start_from_rank0_weights(TrainingRun& run) {
+  torch::NoGradGuard no_grad;
+  torch::nn::Module& module = run.model.module();
+  for (const auto& p : module.parameters()) run.group.broadcast(p.detach(), /*root=*/0);
+  for (const auto& b : module.buffers()) run.group.broadcast(b.detach(), /*root=*/0);
+}
+
 StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, const at::Tensor& last_parameter,
                          bool synchronize) {
   TimelineSpan period_span("period", "train");
   const auto start = Clock::now();
+  const double waited_before = run.local_sgd->stats().wait_seconds;  // --outer-overlap: inside inner steps
   const size_t batch_size = static_cast<size_t>(run.options.batch_size);
   StepOutcome outcome;
   outcome.trained = true;
@@ -83,6 +91,7 @@ StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, 
     ++outcome.inner_steps;
   }
   const auto computed = Clock::now();
+  const double waited_inside = run.local_sgd->stats().wait_seconds - waited_before;
   if (synchronize) {
     run.local_sgd->synchronize();
   } else {
@@ -97,7 +106,7 @@ StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, 
       !last_parameter.defined() || std::isfinite(last_parameter.detach().sum().item<double>());
   const auto end = Clock::now();
   outcome.seconds = std::chrono::duration<double>(end - start).count();
-  outcome.compute_seconds = std::chrono::duration<double>(computed - start).count();
+  outcome.compute_seconds = std::chrono::duration<double>(computed - start).count() - waited_inside;
   return outcome;
 }
 

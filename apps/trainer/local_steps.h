@@ -35,6 +35,10 @@ namespace ringtorch {
 
 LocalSgdOptions local_sgd_options(const TrainerOptions& options);
 
+// Every rank takes rank 0's parameters and buffers (as DDP's constructor does): local SGD
+// averages changes, so replicas that started apart would stay apart. A collective of run.group.
+void start_from_rank0_weights(TrainingRun& run);
+
 // One period on `indices` (this rank's share; may be empty): inner steps of --batch-size, then
 // the outer step (a collective of the training group), finished before it returns when
 // `synchronize` (LocalSgd::synchronize(): with --outer-overlap the replicas are equal only

@@ -17,6 +17,7 @@
 #include "apps/trainer/batch_plans.h"
 #include "apps/trainer/device_selection.h"
 #include "apps/trainer/grad_compression_flag.h"
+#include "apps/trainer/local_steps.h"
 #include "apps/trainer/progress.h"
 #include "apps/trainer/trainer_parts.h"
 #include "apps/trainer/training_epoch.h"
@@ -161,8 +162,12 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
   const std::shared_ptr<BatchPlan> batches = make_batch_plan(run, plan_parts);
   TrainerParts parts = make_trainer_parts(o, elastic, run.rank, std::move(plan_parts));
   for (auto& part : parts) part->on_start(run);
-  // The weights a part loaded (a resume, a recovery, --init-from) are the first period's start.
-  if (run.local_sgd) run.local_sgd->reset_anchor();
+  // The weights a part loaded (a resume, a recovery, --init-from), rank 0's on every rank, are the
+  // first period's start.
+  if (run.local_sgd) {
+    start_from_rank0_weights(run);
+    run.local_sgd->reset_anchor();
+  }
   ProgressReporter reporter(stdout, run.rank == 0 ? parse_progress_style(o.progress, stdout) : ProgressStyle::kOff,
                             o.log_interval);
   TrainingReport report;

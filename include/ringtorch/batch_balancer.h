@@ -71,7 +71,7 @@ namespace ringtorch {
 
 struct BalanceSettings {
   int warmup_steps = 5;          // steps not measured at the start (allocation, caches)
-  int interval = 40;             // measured steps between decisions until settled
+  int interval = 40;             // measured steps between decisions until settled (probe 0: for the whole run)
   double smoothing = 0.5;        // share of the way to the measured weights, after the first call
   double max_factor = 4;         // a weight changes at most by this factor per call
   double min_change = 0.02;      // of B: smaller model moves of every rank's batch are not made
@@ -121,8 +121,8 @@ class BatchBalancer {
   // others train, so that every rank counts the same steps.
   void record_step(double compute_seconds, double step_seconds, int64_t samples);
   // Whether to call rebalance() after the run's `steps_run`-th step: every `interval` steps
-  // after the warm-up until settled, none while a rank sits out. The same on every rank (it
-  // counts steps only).
+  // after the warm-up until settled (with probe 0, for the whole run), none while a rank sits out. The same on every
+  // rank (it counts steps only).
   bool due_after_step(int64_t steps_run) const;
   // Collective (see above), except when fewer than `interval` steps were measured since the
   // last decision: then it returns false at once on every rank and keeps measuring. Returns
@@ -138,12 +138,12 @@ class BatchBalancer {
   bool apply(const std::vector<int64_t>& split);
   // 2.: starts the next trial from split(), moving samples from `slowest` to `fastest` (per
   // sample) or back, per probe_direction_; settles when there is nothing left to move.
+  int64_t first_probe_size() const;  // of `global_batch_`; 0 without probes
   void start_trial(size_t slowest, size_t fastest);
   // 3.: benches one rank when the fit says so; `compute`/`samples`: this interval's per-step
   // means per rank. Returns whether it did.
   // `balanced_throughput`: the job's samples per second at a split that follows the measured
   // speeds (0: not yet at one; only test (a) then).
-  int64_t first_probe_size() const;  // 0 without probes
   bool consider_sitting_out(const std::vector<double>& compute, const std::vector<double>& samples,
                             double balanced_throughput);
 

@@ -32,7 +32,9 @@
 // this rank trained meanwhile: its parameters become the new anchor plus its own change since the
 // step started, which counts in the next outer gradient (Streaming DiLoCo's overlap with delay
 // N, without its mixing). The others' changes thus reach a rank N inner steps late. Keep N small:
-// a delay of a whole period of 16 cost lenet 6 points of accuracy after 2 epochs (docs/training.md).
+// a delay of a whole period of 16 cost lenet 9 points of accuracy after 2 epochs (docs/training.md).
+// Buffers are not kept that way: they take the average when the step is applied, so BatchNorm's
+// statistics of those N steps are replaced, not added to.
 // The replicas are equal only after synchronize(), which finishes the step in flight and runs
 // one more outer step synchronously.
 //
@@ -77,13 +79,14 @@ struct LocalSgdStats {
   int64_t inner_steps = 0;            // this rank's, since the start
   int64_t inner_steps_in_period = 0;  // this rank's, since the last outer step
   int64_t samples_in_period = 0;      // this rank's weight at the next outer step
+  double wait_seconds = 0;            // waiting for outer steps' all-reduces, since the start
 };
 
 class LocalSgd {
  public:
   // The anchor is the module's parameters now: they must be the same on every rank (a seeded
   // model, or broadcast_training_state first). Throws InvalidArgumentError for an option out of
-  // range (outer_lr <= 0 or not finite, momentum outside [0, 1)).
+  // range (outer_lr <= 0 or not finite, momentum outside [0, 1), overlap_steps < 0).
   LocalSgd(torch::nn::Module& module, std::shared_ptr<ProcessGroup> group, LocalSgdOptions options);
 
   // Counts one inner step of this rank on `samples` samples (its weight in the next average).
@@ -148,7 +151,7 @@ class LocalSgd {
 };
 
 // An optimizer's per-parameter state (SGD's momentum, Adam's moments and step counts) as one 1-D
-// tensor (float32, or float64 when a state tensor is), and back: the inner optimizers differ
+// float64 tensor (exact for float32 and float64 state and for step counts), and back: the inner optimizers differ
 // from rank to rank, and ringtrain keeps every rank's in its checkpoints as one row each. The
 // order is fixed by the parameters' and the fields' order, so a vector loads into an optimizer of
 // the same kind over the same model that holds state for the same parameters (one that has

@@ -1,5 +1,6 @@
 #include <torch/torch.h>
 
+#include <chrono>
 #include <cmath>
 
 #include <ringtorch/error.h>
@@ -47,16 +48,14 @@ c10::impl::GenericDict state_parameters(const c10::IValue& state) {
 at::Tensor optimizer_state_vector(const torch::optim::Optimizer& optimizer) {
   const c10::IValue state = optimizer_state_dict(optimizer);
   std::vector<at::Tensor> pieces;
-  at::ScalarType dtype = at::kFloat;
   for_each_state_value(state_parameters(state), [&](auto&, const c10::IValue&, const c10::IValue& value) {
     if (value.isTensor()) {
-      if (value.toTensor().scalar_type() == at::kDouble) dtype = at::kDouble;
       pieces.push_back(value.toTensor().reshape({-1}));
     } else if (value.isInt()) {
       pieces.push_back(at::full({1}, static_cast<double>(value.toInt()), at::kDouble));
     }
   });
-  return flat_cat(std::move(pieces), at::TensorOptions().dtype(dtype));
+  return flat_cat(std::move(pieces), at::TensorOptions().dtype(at::kDouble));
 }
 
 void load_optimizer_state_vector(torch::optim::Optimizer& optimizer, const at::Tensor& vector) {
@@ -92,6 +91,8 @@ LocalSgd::LocalSgd(torch::nn::Module& module, std::shared_ptr<ProcessGroup> grou
     throw InvalidArgumentError(str_cat("LocalSgd: outer_lr ", options_.outer_lr, " must be positive and finite"));
   if (!(options_.outer_momentum >= 0 && options_.outer_momentum < 1))
     throw InvalidArgumentError(str_cat("LocalSgd: outer_momentum ", options_.outer_momentum, " must be in [0, 1)"));
+  if (options_.overlap_steps < 0)
+    throw InvalidArgumentError(str_cat("LocalSgd: overlap_steps ", options_.overlap_steps, " must not be negative"));
   for (const auto& p : module_.parameters()) parameters_.push_back(p);
   for (const auto& b : module_.buffers()) (b.is_floating_point() ? buffers_ : counters_).push_back(b);
   reset_anchor();
@@ -169,7 +170,9 @@ void LocalSgd::start_outer_step() {
 void LocalSgd::finish_outer_step() {
   torch::NoGradGuard no_grad;
   std::unique_ptr<Pending> pending = std::move(pending_);
+  const auto waiting = std::chrono::steady_clock::now();
   for (auto& work : pending->works) work->wait();
+  stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
   const at::Tensor sums = pending->change.defined()
                               ? at::cat({pending->change.to(pending->rest.scalar_type()), pending->rest})
                               : pending->rest;
