@@ -17,9 +17,8 @@ SamplerOptions sampler_options(const TrainerOptions& o) { return {/*shuffle=*/tr
 // With --local-steps the balancer's step is a period of many inner steps: one period of warm-up
 // and decisions every 4 (the defaults count DDP's steps: 5 and 40), by the model alone: a
 // period's compute time measures a rank's speed well, while probes judged on a few periods'
-// throughput were fooled by its swings (a rank at 25% of a core was given 3% of the samples
-// instead of 15%). No rank is sat out: a slow rank no longer holds the others up at every step,
-// only at the outer step, and what it trains counts by its samples.
+// throughput are fooled by its swings (docs/training.md, "Local SGD"). No rank is sat out: a slow rank no longer holds
+// the others up at every step, only at the outer step, and what it trains counts by its samples.
 BalanceSettings balance_settings(const TrainerOptions& o) {
   BalanceSettings settings;
   if (o.local_steps > 0) {

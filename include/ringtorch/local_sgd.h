@@ -31,8 +31,8 @@
 // outer_step() or synchronize(), whichever comes first) waits for it and applies it, keeping what
 // this rank trained meanwhile: its parameters become the new anchor plus its own change since the
 // step started, which counts in the next outer gradient (Streaming DiLoCo's overlap with delay
-// N, without its mixing). The others' changes thus reach a rank N inner steps late. Keep N small:
-// a delay of a whole period of 16 cost lenet 9 points of accuracy after 2 epochs (docs/training.md).
+// N, without its mixing). The others' changes thus reach a rank N inner steps late, which costs
+// accuracy as N grows (docs/training.md, "Local SGD").
 // Buffers are not kept that way: they take the average when the step is applied, so BatchNorm's
 // statistics of those N steps are replaced, not added to.
 // The replicas are equal only after synchronize(), which finishes the step in flight and runs
@@ -87,6 +87,8 @@ class LocalSgd {
   // The anchor is the module's parameters now: they must be the same on every rank (a seeded
   // model, or broadcast_training_state first). Throws InvalidArgumentError for an option out of
   // range (outer_lr <= 0 or not finite, momentum outside [0, 1), overlap_steps < 0).
+  // It keeps the module's parameter and buffer tensors (sharing their storage), not the module:
+  // load new values into them in place (as load_state_dict does), never replace them.
   LocalSgd(torch::nn::Module& module, std::shared_ptr<ProcessGroup> group, LocalSgdOptions options);
 
   // Counts one inner step of this rank on `samples` samples (its weight in the next average).
@@ -133,7 +135,6 @@ class LocalSgd {
   void finish_outer_step();
 
   // Constant after construction.
-  torch::nn::Module& module_;
   const LocalSgdOptions options_;
   std::vector<at::Tensor> parameters_;  // the module's, in order
   std::vector<at::Tensor> buffers_;     // the module's floating-point buffers

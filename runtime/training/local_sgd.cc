@@ -86,15 +86,15 @@ void load_optimizer_state_vector(torch::optim::Optimizer& optimizer, const at::T
 }
 
 LocalSgd::LocalSgd(torch::nn::Module& module, std::shared_ptr<ProcessGroup> group, LocalSgdOptions options)
-    : module_(module), options_(options), group_(std::move(group)) {
+    : options_(options), group_(std::move(group)) {
   if (!(options_.outer_lr > 0) || !std::isfinite(options_.outer_lr))
     throw InvalidArgumentError(str_cat("LocalSgd: outer_lr ", options_.outer_lr, " must be positive and finite"));
   if (!(options_.outer_momentum >= 0 && options_.outer_momentum < 1))
     throw InvalidArgumentError(str_cat("LocalSgd: outer_momentum ", options_.outer_momentum, " must be in [0, 1)"));
   if (options_.overlap_steps < 0)
     throw InvalidArgumentError(str_cat("LocalSgd: overlap_steps ", options_.overlap_steps, " must not be negative"));
-  for (const auto& p : module_.parameters()) parameters_.push_back(p);
-  for (const auto& b : module_.buffers()) (b.is_floating_point() ? buffers_ : counters_).push_back(b);
+  for (const auto& p : module.parameters()) parameters_.push_back(p);
+  for (const auto& b : module.buffers()) (b.is_floating_point() ? buffers_ : counters_).push_back(b);
   reset_anchor();
 }
 

@@ -8,10 +8,16 @@
 #include <ringtorch/error.h>
 
 #include "runtime/training/bucket_assignment.h"
+#include "support/replicas.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
 namespace {
+
+using testing::borrow;
+using testing::expect_identical_across_ranks;
+using testing::expect_same_on_every_rank;
+using testing::flat_parameters;
 
 struct NetImpl : torch::nn::Module {
   explicit NetImpl(int64_t hidden = 16, bool with_spare = false) {
@@ -38,32 +44,10 @@ struct DeepImpl : torch::nn::Module {
 };
 TORCH_MODULE(Deep);
 
-// The thread-rank helper owns the group; DDP takes a shared_ptr.
-std::shared_ptr<ProcessGroup> borrow(ProcessGroup& group) {
-  return {&group, [](ProcessGroup*) {}};
-}
-
 void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
   torch::NoGradGuard no_grad;
   auto source = from.named_parameters();
   for (auto& item : to.named_parameters()) item.value().copy_(source[item.key()]);
-}
-
-at::Tensor flat_parameters(torch::nn::Module& m) {
-  std::vector<at::Tensor> parts;
-  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
-  return torch::cat(parts);
-}
-
-// Bitwise: every rank holds exactly rank 0's parameters.
-void expect_identical_across_ranks(ProcessGroup& group, torch::nn::Module& m, int step) {
-  at::Tensor mine = flat_parameters(m).contiguous();
-  at::Tensor all = at::empty({mine.numel() * group.size()});
-  group.allgather(mine, all);
-  for (int r = 0; r < group.size(); ++r) {
-    ASSERT_TRUE(at::equal(all.narrow(0, r * mine.numel(), mine.numel()), mine))
-        << "rank " << r << " differs from rank " << group.rank() << " after step " << step;
-  }
 }
 
 struct Batch {
@@ -113,7 +97,7 @@ TEST(DistributedDataParallel, TwoRanksOnHalfBatchesEqualOneProcessOnTheFullBatch
       auto x = b.x.narrow(0, group.rank() * 4, 4), y = b.y.narrow(0, group.rank() * 4, 4);
       torch::mse_loss(ddp.forward(x), y).backward();
       sgd.step();
-      expect_identical_across_ranks(group, *model, s);
+      expect_identical_across_ranks(group, *model, str_cat("after step ", s));
     }
     EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), 1e-5, 1e-5))
         << "max difference " << (flat_parameters(*model) - flat_parameters(*reference)).abs().max().item<float>();
@@ -139,7 +123,7 @@ TEST(DistributedDataParallel, OverDataParallelEqualsOneProcessOnTheFullBatch) {
       // Each rank's loss is the mean over its 4 samples; DataParallel splits them 2 + 2.
       torch::mse_loss(ddp.forward(x), y).backward();
       sgd.step();
-      expect_identical_across_ranks(group, dp.module(), s);
+      expect_identical_across_ranks(group, dp.module(), str_cat("after step ", s));
     }
     EXPECT_TRUE(at::allclose(flat_parameters(dp.module()), flat_parameters(*reference), 1e-5, 1e-5));
   });
@@ -214,7 +198,7 @@ TEST(DistributedDataParallel, AnUnusedParameterIsNamedOrHandled) {
       EXPECT_TRUE(at::equal(model->spare->weight.grad(), at::zeros_like(model->spare->weight)));
       // And the next iteration works as usual.
       ddp.forward(torch::randn({4, 8})).sum().backward();
-      expect_identical_across_ranks(group, *model, 0);
+      expect_identical_across_ranks(group, *model, str_cat("after step ", 0));
     });
   }
 }
@@ -298,7 +282,7 @@ TEST(DistributedDataParallel, WeightedBatchesEqualOneProcessOnTheConcatenatedBat
         auto x = batches[s].x.narrow(0, offset, mine), y = batches[s].y.narrow(0, offset, mine);
         torch::mse_loss(ddp.forward(x), y).backward();
         sgd.step();
-        expect_identical_across_ranks(group, *model, s);
+        expect_identical_across_ranks(group, *model, str_cat("after step ", s));
       }
       EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), c.tolerance, c.tolerance))
           << world << " ranks: max difference "
@@ -343,7 +327,7 @@ TEST(DistributedDataParallel, RanksWithFiveSevenAndNineBatchesJoinAndMatchTheMat
       sgd.step();
     }
     EXPECT_EQ(ddp.join(), 9 - counts[rank]);
-    expect_identical_across_ranks(group, *model, 9);
+    expect_identical_across_ranks(group, *model, str_cat("after step ", 9));
     EXPECT_TRUE(at::allclose(flat_parameters(*model), flat_parameters(*reference), 1e-5, 1e-5))
         << "max difference " << (flat_parameters(*model) - flat_parameters(*reference)).abs().max().item<float>();
   });

@@ -11,14 +11,16 @@
 #include <ringtorch/error.h>
 #include <ringtorch/local_sgd.h>
 
+#include "support/replicas.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
 namespace {
 
-std::shared_ptr<ProcessGroup> borrow(ProcessGroup& group) {
-  return {&group, [](ProcessGroup*) {}};
-}
+using testing::borrow;
+using testing::expect_identical_across_ranks;
+using testing::expect_same_on_every_rank;
+using testing::flat_parameters;
 
 // One parameter of 3 values, a floating buffer and an integer one.
 struct TinyImpl : torch::nn::Module {
@@ -57,22 +59,6 @@ Net seeded_net() {
   std::lock_guard<std::mutex> lock(default_generator);
   torch::manual_seed(3);
   return Net();
-}
-
-at::Tensor flat_parameters(torch::nn::Module& m) {
-  std::vector<at::Tensor> parts;
-  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
-  return torch::cat(parts);
-}
-
-void expect_identical_across_ranks(ProcessGroup& group, torch::nn::Module& m, const std::string& when) {
-  at::Tensor mine = flat_parameters(m).contiguous();
-  at::Tensor all = at::empty({mine.numel() * group.size()});
-  group.allgather(mine, all);
-  for (int r = 0; r < group.size(); ++r) {
-    ASSERT_TRUE(at::equal(all.narrow(0, r * mine.numel(), mine.numel()), mine))
-        << "rank " << r << " differs from rank " << group.rank() << " " << when;
-  }
 }
 
 // Rank r's batch at `step`: its own data, as each rank of DDP would read.

@@ -9,11 +9,17 @@
 #include <ringtorch/powersgd.h>
 
 #include "runtime/training/powersgd_kernels.h"
+#include "support/replicas.h"
 #include "support/stderr_capture.h"
 #include "support/thread_ranks.h"
 
 namespace ringtorch {
 namespace {
+
+using testing::borrow;
+using testing::expect_identical_across_ranks;
+using testing::expect_same_on_every_rank;
+using testing::flat_parameters;
 
 GradBucket make_bucket(const std::vector<std::vector<int64_t>>& shapes, size_t index = 0, size_t count = 1) {
   GradBucket bucket;
@@ -41,15 +47,6 @@ at::Tensor mean_over_ranks(ProcessGroup& group, const at::Tensor& t) {
   at::Tensor sum = t.clone();
   group.allreduce(sum, ReduceOp::kSum);
   return sum / group.size();
-}
-
-void expect_same_on_every_rank(ProcessGroup& group, const at::Tensor& t, const std::string& what) {
-  at::Tensor all = at::empty({t.numel() * group.size()});
-  group.allgather(t.contiguous(), all);
-  for (int r = 0; r < group.size(); ++r) {
-    EXPECT_TRUE(at::equal(all.narrow(0, r * t.numel(), t.numel()), t.reshape({-1})))
-        << what << ": rank " << r << " differs from rank " << group.rank();
-  }
 }
 
 PowerSgdOptions options_with(int rank, int64_t start_step) {
@@ -181,20 +178,10 @@ struct SmallNetImpl : torch::nn::Module {
 };
 TORCH_MODULE(SmallNet);
 
-std::shared_ptr<ProcessGroup> borrow(ProcessGroup& group) {
-  return {&group, [](ProcessGroup*) {}};
-}
-
 void copy_parameters(torch::nn::Module& from, torch::nn::Module& to) {
   torch::NoGradGuard no_grad;
   auto source = from.parameters(), target = to.parameters();
   for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
-}
-
-at::Tensor flat_parameters(torch::nn::Module& m) {
-  std::vector<at::Tensor> parts;
-  for (auto& p : m.parameters()) parts.push_back(p.detach().reshape({-1}));
-  return torch::cat(parts);
 }
 
 // `steps` SGD steps under DistributedDataParallel with PowerSGD, each rank on its own batches
