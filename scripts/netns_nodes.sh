@@ -9,10 +9,9 @@
 #
 # Names carry this shell's PID, so parallel runs do not collide.
 #
-# RATE (tc's units: 100mbit, 1gbit, 10gbit) shapes each node's link with a token bucket (tbf)
-# on both ends of its veth pair, so traffic leaving and entering the node is held to RATE. tbf
-# because it is what this kernel has (netem, fq and cake are not built); the burst is sized for
-# RATE at a 1 ms tick, at least 64 KiB.
+# RATE (tc's units: 100mbit, 1gbit, 10gbit) shapes each node's link with a token bucket (tbf,
+# scripts/link_shaping.sh) on both ends of its veth pair, so traffic leaving and entering the
+# node is held to RATE.
 #
 # Frames between the nodes cross a Linux bridge. Where br_netfilter is loaded (Docker's daemon
 # loads it) those frames go through iptables' FORWARD chain, whose policy Docker sets to DROP:
@@ -20,6 +19,8 @@
 # an accept rule scoped to its own bridge (removed by netns_down) and then checks that node 0
 # answers node 1 before returning, so a host firewall that still drops the traffic is reported
 # in one line instead of a job that times out.
+
+source "$(dirname "${BASH_SOURCE[0]}")/link_shaping.sh"
 
 # netns_up PREFIX COUNT [RATE]: sets netns_nodes, netns_addresses, netns_links (each node's veth
 # on the bridge side, for `ip link set ... down`) and netns_bridge; 1 with netns_why when the
@@ -66,28 +67,8 @@ netns_up() {
 
 # netns_shape NODE HOST_SIDE_LINK RATE: tbf at RATE on both ends of the node's veth.
 netns_shape() {
-  local node=$1 link=$2 rate=$3 burst
-  burst=$(netns_burst_bytes "$rate") || { netns_why="link rate '$rate': give tc's form, e.g. 100mbit, 1gbit, 10gbit"; return 1; }
-  ip -n "$node" link set eth0 txqueuelen 1000
-  tc -n "$node" qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms 2>/dev/null &&
-    tc qdisc add dev "$link" root tbf rate "$rate" burst "$burst" latency 100ms 2>/dev/null ||
-    { netns_why="tc cannot shape links here (tbf on $link at $rate failed; modprobe sch_tbf?)"; return 1; }
-}
-
-# Bytes a token bucket needs to pass RATE at a 1 ms tick, at least 64 KiB.
-netns_burst_bytes() {
-  local rate=$1 number unit bits
-  [[ $rate =~ ^([0-9]+)([kmg]?)bit$ ]] || return 1
-  number=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
-  case "$unit" in
-    k) bits=$((number * 1000)) ;;
-    m) bits=$((number * 1000000)) ;;
-    g) bits=$((number * 1000000000)) ;;
-    *) bits=$number ;;
-  esac
-  local bytes=$((bits / 8 / 1000))
-  [ "$bytes" -ge 65536 ] || bytes=65536
-  echo "$bytes"
+  local node=$1 link=$2 rate=$3
+  shape_link eth0 "$rate" "$node" && shape_link "$link" "$rate" || { netns_why=$shape_link_why; return 1; }
 }
 
 # netns_reachable NODE ADDRESS: a TCP connection from NODE to a listener at ADDRESS (in node 0)
