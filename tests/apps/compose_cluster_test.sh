@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/compose_cluster.sh on a real Docker engine (root): the full run (3 nodes, one on half a
 # CPU, links at 1 Gbit/s, lenet 3 epochs) and a node killed after epoch 1 (the others go on at
-# world size 2, the node is started again and rejoins, accuracy like the full run's); then bad
+# world size 2, the node is started again and rejoins, accuracy like the full run's), a node
+# killed after epoch 2 and left dead (the job ends at world size 2); then bad
 # input, each refused in one line with a non-zero exit and no container or network left behind
 # (`docker ps -a` and `docker network ls` before and after). Skips (77) without root, or where no
 # Docker engine can be had (the script's own message says why).
@@ -76,7 +77,16 @@ killed_accuracy=$(accuracy "$work/killed.log")
 echo "killed node: the others went on at world size 2, node2 rejoined, accuracy $killed_accuracy (full run $full_accuracy)"
 nothing_left "the killed-node run"
 
-# 3. Bad input: one line, non-zero, nothing left.
+# 3. A node killed and left dead: the job ends on the other two.
+run left-dead --kill-node 1 --after-epoch 2 --no-restart
+[ $code -eq 0 ] || { cat "$work/left-dead.log"; fail "the run with a node left dead exited $code"; }
+grep -q "compose_cluster: .*node0 exit 0 node1 killed node2 exit 0; node1 not started again (--no-restart)" "$work/left-dead.log" ||
+  fail "no summary of a node left dead"
+final_line_of "$work/left-dead.log" | grep -q '^{.*"world_size":2' || fail "the job did not end at world size 2"
+echo "node left dead: the job ended at world size 2, accuracy $(accuracy "$work/left-dead.log")"
+nothing_left "the left-dead run"
+
+# 4. Bad input: one line, non-zero, nothing left.
 expect_refused() {
   local what=$1 pattern=$2
   shift 2
