@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include <ringtorch/batch_split.h>
@@ -190,6 +192,19 @@ TrainingReport train(const TrainerOptions& o, ProcessGroup& group, const Elastic
     run.progress.samples_in_epoch = 0;
     run.progress.metadata = run.checkpoint_metadata();
     for (auto& part : parts) part->on_epoch_end(run, outcome);
+  }
+  if (report.epoch_seconds.empty()) {
+    // Nothing was left to train: a resume, or an in-process recovery (a node admitted at the
+    // last commit of the last epoch), started at the end. The report still measures the weights
+    // it holds, instead of a zero accuracy; no epoch ran here, so there is no loss to report.
+    if (run.rank == 0) {
+      std::printf("nothing left to train: the state taken over is at the end of epoch %lld of %d\n",
+                  (long long)run.progress.epoch, o.epochs);
+    }
+    EpochOutcome outcome;
+    evaluate_epoch(run, outcome);
+    report.test_accuracy = outcome.test_accuracy;
+    report.final_loss = std::numeric_limits<double>::quiet_NaN();
   }
   report.samples_per_second = trained_seconds > 0 ? trained_samples / trained_seconds : 0;
   finish_report(run, run_times, report);

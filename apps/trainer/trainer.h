@@ -39,7 +39,8 @@ struct TrainingReport {
   std::string device;             // "cpu", "cuda:0", "cuda:0,cuda:1" (DataParallel)
   double samples_per_second = 0;  // all ranks together, training only
   std::vector<double> epoch_seconds;
-  double final_loss = 0;     // the last epoch's mean loss: over batches and ranks; with --balance, over samples
+  double final_loss = 0;     // the last epoch's mean loss: over batches and ranks; with --balance, over samples;
+                             // NaN (null in the JSON) when no epoch was left to train in this call
   double test_accuracy = 0;  // after the last epoch, counted over all ranks
   std::vector<double> parameter_checksums;  // one per rank; all equal
   // With --balance auto or weights (else empty): the mode, and the final per-rank batches and

@@ -208,8 +208,14 @@ void LaunchAgent::start_workers(int restart) {
   }
   generation_started_us_ = flight_recorder_now_us();
   for (int l = 0; l < config_.nproc_per_node; ++l) {
-    if (l < static_cast<int>(workers_.size()) && workers_[l].running()) continue;  // recovers in its process
     const int rank = rank_of(l);
+    if (l < static_cast<int>(workers_.size()) && workers_[l].running()) {
+      // It recovers in its process, perhaps under another rank (a node before it left): its
+      // lines say the rank it has now.
+      output_.set_prefix(workers_[l].stdout_fd(), str_cat("[rank ", rank, "]: "));
+      output_.set_prefix(workers_[l].stderr_fd(), str_cat("[rank ", rank, "]: "));
+      continue;
+    }
     SubprocessOptions spawn;
     spawn.argv = worker_command(config_, l);
     spawn.env = worker_environment(config_, placement_, l, omp_set);

@@ -30,6 +30,11 @@ void OutputForwarder::add(int fd, const std::string& prefix, bool to_stderr, std
   streams_[fd] = Stream{prefix, to_stderr, log_file, log_path, {}};
 }
 
+void OutputForwarder::set_prefix(int fd, const std::string& prefix) {
+  auto it = streams_.find(fd);
+  if (it != streams_.end()) it->second.prefix = prefix;
+}
+
 void OutputForwarder::emit(Stream& s, const std::string& line) {
   // One write() per line: lines from different ranks never interleave.
   write_all(s.to_stderr ? STDERR_FILENO : STDOUT_FILENO, s.prefix + line + "\n");

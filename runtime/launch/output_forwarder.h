@@ -23,6 +23,9 @@ class OutputForwarder {
   // Waits up to `timeout` for output and forwards what arrived. Returns false once no streams
   // are left. A stream at end of file is flushed (an unterminated last line gets a newline).
   bool pump(std::chrono::milliseconds timeout);
+  // Lines of `fd` from now on carry `prefix` (a worker recovering in its process under a new
+  // rank); no-op for an unknown fd.
+  void set_prefix(int fd, const std::string& prefix);
   // Forwards whatever is buffered for `fd` and forgets it.
   void remove(int fd);
   bool empty() const { return streams_.empty(); }

@@ -323,6 +323,30 @@ TEST(Trainer, PowerSgdResumedInsideAnEpochContinuesExactly) {
   EXPECT_EQ(resumed[0].parameter_checksums, uninterrupted[0].parameter_checksums);
 }
 
+// A start with nothing left to train (a resume, or an in-process recovery, at the end of the last
+// epoch) reports the accuracy of the weights it took over, not a zero, and no loss.
+TEST(Trainer, NothingLeftToTrainStillMeasuresTheWeights) {
+  const testing::TempDir temp;
+  const std::string dir = temp.file("checkpoints");
+  auto run = [&](bool resume) {
+    return train_two_thread_ranks([&](TrainerOptions& o) {
+      o.epochs = 1;
+      o.max_train_samples = 1280;
+      o.threads = 1;
+      o.checkpoint_dir = dir;
+      o.resume = resume;
+    });
+  };
+  const auto finished = run(false);
+  ASSERT_GT(finished[0].test_accuracy, 0.5);
+  const auto again = run(true);
+  EXPECT_TRUE(again[0].epoch_seconds.empty());
+  EXPECT_EQ(again[0].test_accuracy, finished[0].test_accuracy);
+  EXPECT_TRUE(std::isnan(again[0].final_loss));
+  EXPECT_EQ(again[0].parameter_checksums, finished[0].parameter_checksums);
+  EXPECT_NE(again[0].to_json().find("\"final_loss\":null"), std::string::npos) << again[0].to_json();
+}
+
 // --local-steps and the outer settings: a bad value stops with the flag's name; --local-steps
 // with --grad-compression other than none is refused (they do not combine: local steps send no
 // gradients), and the outer settings without --local-steps are refused too.
