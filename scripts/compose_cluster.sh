@@ -101,10 +101,11 @@ for f in "${files[@]}"; do [ -f "$f" ] || die "--file $f: no such file"; done
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
   die "no Fashion-MNIST in /usr/share/datasets/fashion-mnist (the nodes mount it): apt-get install dataset-fashion-mnist"
 
-# ---- Docker's engine, then what the compose file asks for ---------------------------------------
-engine_up || die "$engine_why"
+# ---- The compose files (no engine needed), then Docker's engine -------------------------------
 work=$(mktemp -d /var/tmp/ringtorch-cluster.XXXXXX)
-trap 'engine_down; rm -rf "$work"' EXIT
+scratch_dir=$work
+trap 'engine_down; rm -rf --one-file-system "$work"' EXIT
+compose_client_ready || die "$engine_why"
 file_args=()
 for f in "${files[@]}"; do file_args+=(-f "$f"); done
 if [ -n "$redis_port" ]; then
@@ -114,8 +115,9 @@ if [ -n "$redis_port" ]; then
 fi
 [ -z "$rate" ] || export LINK_RATE=$rate
 cluster() { "${compose[@]}" -p "$project" "${file_args[@]}" "$@"; }
-config=$(cluster config 2>&1) || die "the compose files do not load: $(tail -n 1 <<<"$config")"
-shape=$(/usr/bin/python3 "$here/compose/compose_nodes.py" <<<"$config") || die "$shape"
+config=$(cluster config 2>"$work/config.err") || die "the compose files do not load: $(tail -n 1 "$work/config.err")"
+shape=$(/usr/bin/python3 "$here/compose/compose_nodes.py" <<<"$config" 2>"$work/shape.err") ||
+  die "${shape:-reading the compose configuration failed: $(tail -n 1 "$work/shape.err")}"
 eval "$shape"
 nodes=${nodes:-$nodes_in_file}
 [ "$nodes" -le "$nodes_in_file" ] || die "--nodes $nodes: the compose file has $nodes_in_file node services (node0..node$((nodes_in_file - 1)))"
@@ -130,10 +132,12 @@ fi
 node_services=()
 for ((i = 0; i < nodes; i++)); do node_services+=("node$i"); done
 
+engine_up || die "$engine_why"
+down_hint="$(printf '%s ' "${compose[@]}")-p $project$(printf ' -f %s' "${files[@]}") down"
 taken=$( (docker ps -aq --filter "label=com.docker.compose.project=$project"
   docker network ls -q --filter "label=com.docker.compose.project=$project"
   docker network ls -q --filter "name=^${project}_default$") | sort -u)
-[ -z "$taken" ] || die "compose project '$project' already has containers or a network here (a run with --keep?): remove them with: docker-compose -p $project down, or give --project ANOTHER"
+[ -z "$taken" ] || die "compose project '$project' already has containers or a network here (a run with --keep?): remove them with: $down_hint, or give --project ANOTHER"
 if [ -n "$redis_port" ] && [ -n "$(ss -Hltn "sport = :$redis_port" 2>/dev/null)" ]; then
   die "--redis-port $redis_port is taken on this machine: $(ss -Hltnp "sport = :$redis_port" | awk '{print $NF; exit}'); give another"
 fi
@@ -150,13 +154,13 @@ followers=()
 teardown() {
   for p in "${followers[@]}"; do kill "$p" 2>/dev/null || true; done
   if [ "$keep" = 1 ]; then
-    say "--keep: the cluster stays (docker-compose -p $project ps; remove it with docker-compose -p $project down)"
+    say "--keep: the cluster stays; remove it with: $down_hint"
     engine_started=0
   else
     cluster down -v --remove-orphans -t 5 >"$work/down.log" 2>&1 || say "docker-compose down failed: $(tail -n 1 "$work/down.log")"
   fi
   engine_down
-  rm -rf "$work"
+  rm -rf --one-file-system "$work"
 }
 trap teardown EXIT
 trap 'say "interrupted"; exit 130' INT TERM
@@ -165,14 +169,25 @@ fail() {
   exit 1
 }
 
-container_of() { cluster ps -q "$1" 2>/dev/null; }
+# SERVICE's container, by the labels docker-compose 1.29 and `docker compose` v2 both set (their
+# `ps -q` differ: v2 lists only running containers). Looked up once: `docker start` keeps the id.
+declare -A container_ids=()
+container_of() {
+  local service=$1
+  if [ -z "${container_ids[$service]:-}" ]; then
+    container_ids[$service]=$(docker ps -aq --filter "label=com.docker.compose.project=$project" \
+      --filter "label=com.docker.compose.service=$service" | head -n 1)
+  fi
+  echo "${container_ids[$service]}"
+}
 running() { [ "$(docker inspect -f '{{.State.Running}}' "$1" 2>/dev/null)" = true ]; }
 
 # follow SERVICE [SINCE]: its output, prefixed, on ours; unprefixed in $work/SERVICE.log to read.
+# The pid kept is docker logs' own: killing it ends the tee and sed behind it.
 follow() {
   local service=$1 since=${2:-}
-  docker logs -f ${since:+--since "$since"} "$(container_of "$service")" 2>&1 |
-    tee -a "$work/$service.log" | sed -u "s/^/[$service] /" &
+  docker logs -f ${since:+--since "$since"} "$(container_of "$service")" \
+    > >(tee -a "$work/$service.log" | sed -u "s/^/[$service] /") 2>&1 &
   followers+=($!)
 }
 
@@ -241,7 +256,12 @@ while any_node_running; do
   [ $SECONDS -lt $deadline ] || fail "the job did not finish within $timeout_s s (--timeout): stopping it"
   sleep 1
 done
-for p in "${followers[@]}"; do wait "$p" 2>/dev/null; done
+for s in "${node_services[@]}"; do
+  state=$(docker inspect -f '{{.State.Status}}' "$(container_of "$s")" 2>&1)
+  [ "$state" = exited ] || fail "$s is '$state', not exited, after the job (docker inspect)"
+done
+sleep 1 # the last lines through docker logs
+for p in "${followers[@]}"; do kill "$p" 2>/dev/null; done
 followers=()
 
 status=0

@@ -12,7 +12,11 @@ import re
 import shlex
 import sys
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    print("reading the compose file needs Python's yaml module (apt-get install python3-yaml)")
+    sys.exit(1)
 
 
 def flag_value(command, flag):
@@ -34,7 +38,12 @@ def fail(message):
 
 
 def main():
-    config = yaml.safe_load(sys.stdin) or {}
+    try:
+        config = yaml.safe_load(sys.stdin) or {}
+    except yaml.YAMLError as e:
+        fail(f"the compose configuration does not parse as YAML: {str(e).splitlines()[0]}")
+    if not isinstance(config, dict):
+        fail("the compose configuration is not a mapping of services")
     services = config.get("services") or {}
     if "redis" not in services:
         fail("the compose file has no service 'redis' (the store the nodes rendezvous through)")

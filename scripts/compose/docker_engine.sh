@@ -1,54 +1,68 @@
 # Docker's engine and the compose client for scripts/compose_cluster.sh (sourced; root).
 #
-#   engine_up || die "$engine_why"     # installs docker.io / starts dockerd when missing
-#   "${compose[@]}" -p NAME ... up     # docker-compose 1.29, or `docker compose` v2
+#   compose_client_ready || die "$engine_why"   # docker-compose 1.29, or `docker compose` v2
+#   engine_up || die "$engine_why"              # installs docker.io / starts dockerd when missing
+#   "${compose[@]}" -p NAME ... up
 #   base_image_ready debian:12 || die "$engine_why"
-#   engine_down                        # stops dockerd only if engine_up started it
+#   engine_down                                 # stops dockerd only if engine_up started it
 #
 # dockerd started here writes its log to $engine_log. Starting it switches the host's firewall to
-# Docker's (iptables FORWARD policy DROP, bridge netfilter on); engine_down puts the policy and
-# the sysctl back as they were, so that other users of bridges (scripts/netns_nodes.sh copes
-# either way) find the host as it was. Images stay in /var/lib/docker: the next run reuses them.
+# Docker's (iptables FORWARD policy DROP, bridge netfilter on); engine_down puts the FORWARD
+# policy back, and bridge-nf-call-iptables where it existed before. What Docker adds beside them
+# stays (its DOCKER chains, docker0, net.ipv4.ip_forward=1), as after any dockerd that stopped;
+# scripts/netns_nodes.sh works either way. Images stay in /var/lib/docker for the next run.
+# Temporary trees (a debootstrap root) go under $scratch_dir (default /var/tmp).
 
 engine_started=0
 engine_log=/var/log/ringtorch-dockerd.log
 compose=()
 
-# engine_up: a Docker engine answering `docker info`, and a compose client in $compose; 1 with
-# engine_why when none can be had.
-engine_up() {
-  local here
-  here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-  if [ -n "${DOCKER_HOST:-}" ]; then
-    # The user chose an engine: use it or say so, never start another one beside it.
-    command -v docker >/dev/null || { engine_why="DOCKER_HOST is set but there is no docker client (apt-get install docker.io)"; return 1; }
-    timeout 20 docker info >/dev/null 2>&1 ||
-      { engine_why="no Docker Engine answers at DOCKER_HOST=$DOCKER_HOST: start it there, or unset DOCKER_HOST to use (or start) this machine's"; return 1; }
-  else
-    if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
-      echo "compose_cluster: no Docker Engine here: installing Debian's docker.io"
-      bash "$here/install_packages.sh" compose_cluster docker.io >/dev/null 2>&1 ||
-        { engine_why="no Docker Engine, and apt-get install docker.io failed: install Docker Engine (Debian: docker.io) and run again"; return 1; }
-    fi
-    if ! timeout 20 docker info >/dev/null 2>&1; then
-      engine_start || return 1
-    fi
-  fi
+# compose_client_ready: a compose client in $compose (installing Debian's docker-compose when
+# there is none); 1 with engine_why. Reading a file (`config`) needs no engine.
+compose_client_ready() {
   if command -v docker-compose >/dev/null; then
     compose=(docker-compose)
-  elif docker compose version >/dev/null 2>&1; then
+  elif command -v docker >/dev/null && docker compose version >/dev/null 2>&1; then
     compose=(docker compose)
   else
-    bash "$here/install_packages.sh" compose_cluster docker-compose >/dev/null 2>&1 ||
+    bash "$(dirname "${BASH_SOURCE[0]}")/../install_packages.sh" compose_cluster docker-compose >/dev/null 2>&1 ||
       { engine_why="no compose client (docker-compose, or docker compose v2), and apt-get install docker-compose failed"; return 1; }
     compose=(docker-compose)
   fi
 }
 
-engine_start() {
-  local bridge_nf=/proc/sys/net/bridge/bridge-nf-call-iptables
+# engine_up: a Docker engine answering `docker info`; 1 with engine_why when none can be had.
+engine_up() {
+  if [ -n "${DOCKER_HOST:-}" ]; then
+    # The user chose an engine: use it or say so, never start another one beside it.
+    command -v docker >/dev/null || { engine_why="DOCKER_HOST is set but there is no docker client (apt-get install docker.io)"; return 1; }
+    timeout 20 docker info >/dev/null 2>&1 ||
+      { engine_why="no Docker Engine answers at DOCKER_HOST=$DOCKER_HOST: start it there, or unset DOCKER_HOST to use (or start) this machine's"; return 1; }
+    return 0
+  fi
+  if command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1; then return 0; fi
+  engine_save_firewall
+  if ! command -v dockerd >/dev/null || ! command -v docker >/dev/null; then
+    echo "compose_cluster: no Docker Engine here: installing Debian's docker.io"
+    bash "$(dirname "${BASH_SOURCE[0]}")/../install_packages.sh" compose_cluster docker.io >/dev/null 2>&1 ||
+      { engine_why="no Docker Engine, and apt-get install docker.io failed: install Docker Engine (Debian: docker.io) and run again"; return 1; }
+    # Where an init system runs, the package starts its daemon: then this run started it.
+    if timeout 20 docker info >/dev/null 2>&1; then
+      engine_pid=$(pidof dockerd | awk '{print $1}')
+      [ -z "$engine_pid" ] || engine_started=1
+      return 0
+    fi
+  fi
+  engine_start
+}
+
+# What starting dockerd changes, to put back in engine_down.
+engine_save_firewall() {
   engine_forward_policy=$(iptables -S FORWARD 2>/dev/null | awk '$1 == "-P" {print $3}')
-  engine_bridge_nf=$(cat "$bridge_nf" 2>/dev/null || echo absent)
+  engine_bridge_nf=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null || echo absent)
+}
+
+engine_start() {
   echo "compose_cluster: starting dockerd (log: $engine_log)"
   # Its own session: a Ctrl-C in this terminal reaches this script, which tears the cluster down
   # before it stops the daemon, not the daemon first.
@@ -57,7 +71,7 @@ engine_start() {
   engine_started=1
   local i
   for ((i = 0; i < 60; i++)); do
-    if docker info >/dev/null 2>&1; then return 0; fi
+    if timeout 5 docker info >/dev/null 2>&1; then return 0; fi
     kill -0 "$engine_pid" 2>/dev/null || break
     sleep 0.5
   done
@@ -100,16 +114,24 @@ base_image_ready() {
   command -v debootstrap >/dev/null || bash "$(dirname "${BASH_SOURCE[0]}")/../install_packages.sh" compose_cluster debootstrap >/dev/null 2>&1 ||
     { engine_why="base image $image: cannot be pulled, and debootstrap cannot be installed"; return 1; }
   local root
-  root=$(mktemp -d /var/tmp/ringtorch-rootfs.XXXXXX)
+  root=$(mktemp -d "${scratch_dir:-/var/tmp}/ringtorch-rootfs.XXXXXX")
   echo "compose_cluster: base image $image: cannot be pulled (offline?); building it with debootstrap from this machine's apt mirror"
   if ! timeout 600 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1; then
     engine_why="base image $image: debootstrap bookworm failed: $(tail -n 1 "$root.log") (log: $root.log)"
-    rm -rf "$root"
+    remove_root "$root"
     return 1
   fi
-  tar -C "$root" -c . | docker import - "$image" >/dev/null || { engine_why="base image $image: docker import failed"; rm -rf "$root"; return 1; }
-  rm -rf "$root" "$root.log"
+  tar -C "$root" -c . | docker import - "$image" >/dev/null || { engine_why="base image $image: docker import failed"; remove_root "$root"; return 1; }
+  remove_root "$root"
+  rm -f "$root.log"
   echo "compose_cluster: base image $image: built offline (debootstrap --variant=minbase bookworm, docker import)"
+}
+
+# A debootstrap root, with whatever it still had mounted (/proc, /sys of a run cut short).
+remove_root() {
+  local root=$1
+  findmnt -rn -o TARGET | grep "^$root/" | sort -r | xargs -r umount -l 2>/dev/null
+  rm -rf --one-file-system "$root"
 }
 
 # The Debian archive this machine's apt uses for bookworm itself (not -security or -updates):

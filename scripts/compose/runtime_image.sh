@@ -11,7 +11,7 @@
 
 runtime_image_build() {
   local build_dir=$1 source_dir=$2 tag=$3 base=$4 stage
-  stage=$(mktemp -d /var/tmp/ringtorch-image.XXXXXX)
+  stage=$(mktemp -d "${scratch_dir:-/var/tmp}/ringtorch-image.XXXXXX")
   if ! cmake --install "$build_dir" --prefix "$stage/usr/local" >"$stage.log" 2>&1; then
     runtime_image_why="cmake --install $build_dir failed: $(tail -n 1 "$stage.log")"
     rm -rf "$stage" "$stage.log"
