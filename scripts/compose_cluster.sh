@@ -41,7 +41,7 @@ EOF
 
 # Our lines carry the seconds since the nodes started, to read beside theirs.
 say() { echo "compose_cluster:${started_at:+ [$((SECONDS - started_at)) s]} $*"; }
-# Before anything was created: one line, exit 1.
+# One line, exit 1 (the EXIT trap then takes down what was made).
 die() {
   echo "compose_cluster: error: $*" >&2
   exit 1
@@ -114,7 +114,8 @@ if [ -n "$redis_port" ]; then
   file_args+=(-f "$work/redis-port.yml")
 fi
 [ -z "$rate" ] || export LINK_RATE=$rate
-cluster() { "${compose[@]}" -p "$project" "${file_args[@]}" "$@"; }
+# Every call into the engine is bounded: a daemon that stops answering ends the run, said.
+cluster() { timeout 300 "${compose[@]}" -p "$project" "${file_args[@]}" "$@"; }
 config=$(cluster config 2>"$work/config.err") || die "the compose files do not load: $(tail -n 1 "$work/config.err")"
 shape=$(/usr/bin/python3 "$here/compose/compose_nodes.py" <<<"$config" 2>"$work/shape.err") ||
   die "${shape:-reading the compose configuration failed: $(tail -n 1 "$work/shape.err")}"
@@ -164,10 +165,6 @@ teardown() {
 }
 trap teardown EXIT
 trap 'say "interrupted"; exit 130' INT TERM
-fail() {
-  echo "compose_cluster: error: $*" >&2
-  exit 1
-}
 
 # SERVICE's container, by the labels docker-compose 1.29 and `docker compose` v2 both set (their
 # `ps -q` differ: v2 lists only running containers). Looked up once: `docker start` keeps the id.
@@ -192,18 +189,18 @@ follow() {
 }
 
 say "project $project: redis + ${node_services[*]} from $image${rate:+, links at $rate}"
-cluster up -d --no-build redis >"$work/up.log" 2>&1 || fail "starting redis: $(tail -n 1 "$work/up.log")"
+cluster up -d --no-build redis >"$work/up.log" 2>&1 || die "starting redis: $(tail -n 1 "$work/up.log")"
 redis=$(container_of redis)
 for ((i = 0; i < 60; i++)); do
-  [ "$(docker exec "$redis" redis-cli ping 2>/dev/null)" = PONG ] && break
+  [ "$(timeout 5 docker exec "$redis" redis-cli ping 2>/dev/null)" = PONG ] && break
   running "$redis" || break
   sleep 0.5
 done
-if [ "$(docker exec "$redis" redis-cli ping 2>/dev/null)" != PONG ]; then
+if [ "$(timeout 5 docker exec "$redis" redis-cli ping 2>/dev/null)" != PONG ]; then
   running "$redis" && when="did not answer within 30 s" || when="exited at start"
-  fail "Redis $when: $(docker logs "$redis" 2>&1 | tail -n 1); fix the redis service of the compose file"
+  die "Redis $when: $(docker logs "$redis" 2>&1 | tail -n 1); fix the redis service of the compose file"
 fi
-cluster up -d --no-build --no-deps "${node_services[@]}" >"$work/up.log" 2>&1 || fail "starting the nodes: $(tail -n 1 "$work/up.log")"
+cluster up -d --no-build --no-deps "${node_services[@]}" >"$work/up.log" 2>&1 || die "starting the nodes: $(tail -n 1 "$work/up.log")"
 for s in "${node_services[@]}"; do follow "$s"; done
 started_at=$SECONDS
 deadline=$((SECONDS + timeout_s))
@@ -226,11 +223,11 @@ wait_for() {
 rejoin=""
 if [ -n "$kill_node" ]; then
   victim=node$kill_node
-  wait_for "^\[rank 0\]: Rank 0, Epoch \[$after_epoch/" 0 || fail "rank 0 never reported epoch $after_epoch"
+  wait_for "^\[rank 0\]: Rank 0, Epoch \[$after_epoch/" 0 || die "rank 0 never reported epoch $after_epoch (the nodes stopped, or --timeout $timeout_s passed: their output is above)"
   smaller=$(lines "world size $((nodes - 1))" | wc -l)
-  docker kill "$(container_of "$victim")" >/dev/null
+  timeout 30 docker kill "$(container_of "$victim")" >/dev/null || die "docker kill $victim failed"
   say "killed $victim (docker kill) after rank 0 reported epoch $after_epoch"
-  wait_for "world size $((nodes - 1))" "$smaller" || fail "the other nodes did not go on at world size $((nodes - 1))"
+  wait_for "world size $((nodes - 1))" "$smaller" || die "the other nodes did not go on at world size $((nodes - 1)) (they stopped, or --timeout $timeout_s passed: their output is above)"
   say "the other nodes go on at world size $((nodes - 1))"
   if [ "$restart" = 1 ]; then
     # At once: joining takes seconds (a container, ringrun, the next commit of the others), and a
@@ -238,7 +235,7 @@ if [ -n "$kill_node" ]; then
     full=$(lines "world size $nodes" | wc -l)
     echo "--- started again ---" >>"$work/$victim.log"
     since=$(date +%s)
-    docker start "$(container_of "$victim")" >/dev/null || fail "docker start $victim failed"
+    timeout 60 docker start "$(container_of "$victim")" >/dev/null || die "docker start $victim failed"
     follow "$victim" "$since"
     say "started $victim again"
     if wait_for "world size $nodes" "$full"; then
@@ -253,12 +250,12 @@ if [ -n "$kill_node" ]; then
 fi
 
 while any_node_running; do
-  [ $SECONDS -lt $deadline ] || fail "the job did not finish within $timeout_s s (--timeout): stopping it"
+  [ $SECONDS -lt $deadline ] || die "the job did not finish within $timeout_s s (--timeout): stopping it"
   sleep 1
 done
 for s in "${node_services[@]}"; do
   state=$(docker inspect -f '{{.State.Status}}' "$(container_of "$s")" 2>&1)
-  [ "$state" = exited ] || fail "$s is '$state', not exited, after the job (docker inspect)"
+  [ "$state" = exited ] || die "$s is '$state', not exited, after the job (docker inspect)"
 done
 sleep 1 # the last lines through docker logs
 for p in "${followers[@]}"; do kill "$p" 2>/dev/null; done

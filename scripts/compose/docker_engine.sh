@@ -121,7 +121,7 @@ base_image_ready() {
     remove_root "$root"
     return 1
   fi
-  tar -C "$root" -c . | docker import - "$image" >/dev/null || { engine_why="base image $image: docker import failed"; remove_root "$root"; return 1; }
+  tar -C "$root" -c . | timeout 300 docker import - "$image" >/dev/null || { engine_why="base image $image: docker import failed"; remove_root "$root"; return 1; }
   remove_root "$root"
   rm -f "$root.log"
   echo "compose_cluster: base image $image: built offline (debootstrap --variant=minbase bookworm, docker import)"

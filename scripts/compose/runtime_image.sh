@@ -47,7 +47,7 @@ runtime_image_build() {
   local list
   list=$(printf '%s\n' "${packages[@]}" | sort -u | tr '\n' ' ')
   echo "compose_cluster: image $tag: $base + ${list}+ the build in $build_dir${copied[*]:+ + ${copied[*]} (no package provides them)}"
-  if ! docker build -q -f "$source_dir/docker/runtime.Dockerfile" --build-arg "BASE_IMAGE=$base" \
+  if ! timeout 1800 docker build -q -f "$source_dir/docker/runtime.Dockerfile" --build-arg "BASE_IMAGE=$base" \
     --build-arg "PACKAGES=$list" -t "$tag" "$stage" >"$stage.log" 2>&1; then
     runtime_image_why="docker build of $tag failed: $(grep -v '^ *$' "$stage.log" | tail -n 1) (log: $stage.log)"
     rm -rf "$stage"
