@@ -6,7 +6,8 @@
 # `ip netns`; exits 77 (skip) when they are not available.
 #   sudo bash scripts/netns_cluster.sh [BUILD_DIR] [--link-rate RATE] [-- PROGRAM ARGS...]
 # --link-rate RATE shapes each node's link to RATE both ways (tc's form: 100mbit, 1gbit;
-# scripts/netns_nodes.sh), a network like the clusters' instead of a nearly free one.
+# scripts/netns_nodes.sh), a network like the clusters' instead of a nearly free one, and prints
+# each node's qdisc as tc reports it; a RATE not in tc's form exits 2.
 set -euo pipefail
 build=$(cd "${1:-build}" && pwd)
 shift || true
@@ -21,6 +22,10 @@ if [ $# -eq 0 ]; then
 fi
 command -v redis-server >/dev/null || { echo "netns_cluster: SKIP: no redis-server"; exit 77; }
 source "$(dirname "$0")/netns_nodes.sh"
+if [ -n "$rate" ] && ! link_burst_bytes "$rate" >/dev/null; then
+  echo "netns_cluster: --link-rate '$rate': give tc's form, e.g. 100mbit, 1gbit, 10gbit" >&2
+  exit 2
+fi
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -32,6 +37,10 @@ tag=$$
 nodes=("${netns_nodes[@]}")
 addresses=("${netns_addresses[@]}")
 echo "netns_cluster: nodes ${nodes[*]} at ${addresses[*]} on bridge $netns_bridge${rate:+, each link shaped to $rate}"
+if [ -n "$rate" ]; then
+  # What the kernel holds each node's link to, as tc reports it (the test checks it).
+  for i in 0 1; do echo "netns_cluster: node $i eth0: $(tc -n "${nodes[$i]}" qdisc show dev eth0 | head -n 1)"; done
+fi
 ip netns exec "${nodes[0]}" redis-server --port 6379 --bind "${addresses[0]}" --save "" --appendonly no --protected-mode no \
   --daemonize no >/dev/null 2>&1 &
 pids+=($!)
