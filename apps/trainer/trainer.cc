@@ -117,10 +117,12 @@ std::string TrainingReport::to_json() const {
                       {"test_accuracy", test_accuracy},
                       {"parameter_checksums", parameter_checksums},
                       {"grad_compression", grad_compression}};
-  if (powersgd_elements_before > 0) {
+  if (grad_compression.rfind("powersgd", 0) == 0) {
+    // The element counts are null where no step ran compressed (a start step past the end).
+    const bool measured = powersgd_elements_before > 0;
     j["powersgd"] = {{"start_step", powersgd_start_step},
-                     {"elements_per_step", powersgd_elements_before},
-                     {"elements_sent_per_step", powersgd_elements_after}};
+                     {"elements_per_step", measured ? nlohmann::json(powersgd_elements_before) : nlohmann::json()},
+                     {"elements_sent_per_step", measured ? nlohmann::json(powersgd_elements_after) : nlohmann::json()}};
   }
   if (local_steps > 0) {
     j["local_steps"] = {{"steps", local_steps},

@@ -242,6 +242,23 @@ TEST(Trainer, DataParallelInsideEachRankMatchesOneDevicePerRank) {
   EXPECT_NEAR(replicated[0].test_accuracy, single[0].test_accuracy, 0.005);
 }
 
+TEST(GradCompression, TheReportNamesPowerSgdEvenWhereNoStepRanCompressed) {
+  TrainingReport report;
+  report.grad_compression = "powersgd:4";
+  report.powersgd_start_step = 1000;  // past the end of a short run: every step was plain
+  EXPECT_NE(
+      report.to_json().find(R"("powersgd":{"elements_per_step":null,"elements_sent_per_step":null,"start_step":1000})"),
+      std::string::npos)
+      << report.to_json();
+  report.powersgd_elements_before = 1863690;
+  report.powersgd_elements_after = 21618;
+  EXPECT_NE(report.to_json().find(R"("elements_per_step":1863690,"elements_sent_per_step":21618,"start_step":1000)"),
+            std::string::npos)
+      << report.to_json();
+  report.grad_compression = "bf16";
+  EXPECT_EQ(report.to_json().find("\"powersgd\""), std::string::npos) << report.to_json();
+}
+
 TEST(GradCompression, TheFlagsFormsAndItsErrors) {
   EXPECT_EQ(parse_grad_compression("none").describe(), "none");
   EXPECT_EQ(parse_grad_compression("bf16").describe(), "bf16");
