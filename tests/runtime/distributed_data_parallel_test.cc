@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <set>
+
 #include <ringtorch/distributed_data_parallel.h>
 #include <ringtorch/error.h>
 
@@ -220,6 +222,57 @@ TEST(DistributedDataParallel, ModelsThatDifferAcrossRanksAreRefusedOnEveryRank) 
               std::string::npos)
         << m;
   }
+}
+
+// What a hook is given (comm_hooks.h): each bucket once per backward, in launch order, with its
+// index and the bucket count; its members' names, shapes and places in the buffer, where each
+// parameter's .grad lives; every parameter in exactly one bucket.
+TEST(DistributedDataParallel, AHookSeesEachGradientWithItsNameShapeAndPlace) {
+  const auto batches = make_batches(1, 8);
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    Net model;
+    std::vector<GradBucket> seen;
+    DdpOptions options = small_buckets();
+    const CommHook reduce = allreduce_hook();
+    options.comm_hook = [&](ProcessGroup& g, const GradBucket& bucket) {
+      seen.push_back(bucket);
+      return reduce(g, bucket);
+    };
+    DistributedDataParallel ddp(model, borrow(group), options);
+    auto x = batches[0].x.narrow(0, group.rank() * 4, 4), y = batches[0].y.narrow(0, group.rank() * 4, 4);
+    torch::mse_loss(ddp.forward(x), y).backward();
+
+    const auto names = ddp.bucket_parameter_names();
+    ASSERT_EQ(seen.size(), names.size());
+    EXPECT_GE(seen.size(), 3u);  // small buckets: several, so index and count mean something
+    auto parameters = model->named_parameters();
+    std::set<std::string> covered;
+    for (size_t b = 0; b < seen.size(); ++b) {
+      const GradBucket& bucket = seen[b];
+      EXPECT_EQ(bucket.index, b);
+      EXPECT_EQ(bucket.count, seen.size());
+      EXPECT_EQ(bucket.is_last(), b + 1 == seen.size());
+      ASSERT_EQ(bucket.members.size(), names[b].size());
+      int64_t next = 0;
+      for (size_t k = 0; k < bucket.members.size(); ++k) {
+        const auto& member = bucket.members[k];
+        EXPECT_EQ(member.name, names[b][k]);
+        EXPECT_TRUE(covered.insert(member.name).second) << member.name << " in two buckets";
+        const at::Tensor& parameter = parameters[member.name];
+        EXPECT_EQ(member.shape, parameter.sizes().vec()) << member.name;
+        EXPECT_EQ(member.numel, parameter.numel()) << member.name;
+        EXPECT_EQ(member.offset, next) << member.name;  // back to back
+        next += member.numel;
+        // The member's place in the buffer is the parameter's .grad (reduced there in place).
+        EXPECT_EQ(bucket.gradient(k).data_ptr(), parameter.grad().data_ptr()) << member.name;
+        EXPECT_EQ(bucket.gradient(k).sizes(), parameter.sizes()) << member.name;
+      }
+      EXPECT_EQ(bucket.buffer.numel(), next);
+      EXPECT_EQ(bucket.buffer.dim(), 1);
+      EXPECT_TRUE(bucket.buffer.is_contiguous());
+    }
+    EXPECT_EQ(covered.size(), parameters.size());
+  });
 }
 
 TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
