@@ -1,8 +1,11 @@
 // PowerSGD's products on row-major float matrices in CPU memory (powersgd.cc), each one pass over
 // the gradient matrix, where at::mm handles a product with a few columns poorly (measured in
 // docs/benchmarks.md, "Gradient compression on slow links"); error feedback's addition joins the
-// first product's pass and the error update the decompression's. The sums run in a fixed order,
-// so every rank computes the same bits from the same inputs.
+// first product's pass and the error update the decompression's. They work four floats at a time
+// (vector registers of the build's baseline: SSE2, NEON) over a few rows at once, so that the
+// loads of the small factor serve several rows and several sums are in flight; the order of every
+// sum is fixed (stated at each kernel) and does not depend on that blocking, so every rank
+// computes the same bits from the same inputs.
 //
 // Thread-safety: pure functions of their arguments.
 #pragma once

@@ -143,10 +143,11 @@ TEST(PowerSgd, PlainAllReduceBeforeTheStartStep) {
 }
 
 // The one-pass kernels agree with at::mm (to float rounding: their sums run in another order),
-// for a rank with a fixed-width path (4) and one without (3), columns not a multiple of 4.
+// for every rank with a fixed-width path (1, 2, 4, 8) and one without (3); rows not a multiple
+// of the rows taken at once (4), columns not a multiple of the vector width (4).
 TEST(PowerSgdKernels, AgreeWithTheTensorProducts) {
   auto generator = at::detail::createCPUGenerator(5);
-  for (int64_t r : {3, 4}) {
+  for (int64_t r : {1, 2, 3, 4, 8}) {
     const int64_t rows = 37, cols = 53;
     const at::Tensor error = at::randn({rows, cols}, generator), gradient = at::randn({rows, cols}, generator);
     const at::Tensor q = at::randn({cols, r}, generator);
