@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 
 #include <ringtorch/batch_split.h>
 #include <ringtorch/error.h>
 #include <ringtorch/state_broadcast.h>
 #include <ringtorch/timeline.h>
+
+#include "apps/trainer/grad_compression.h"
 
 namespace ringtorch {
 namespace {
@@ -149,8 +152,13 @@ void BalancedBatches::give_state_to_ranks_sitting_out(TrainingRun& run, int64_t 
         2.0 * std::max(static_cast<double>(steps_in_epoch) * balancer_->last_step_seconds(), last_handover_wait_);
     first_wait = run.group.timeout() + std::chrono::milliseconds(static_cast<int64_t>(expected * 1e3));
   }
-  broadcast_training_state(run.group, balancer_->training_ranks().front(), run.model.module(), run.optimizer.get(),
-                           first_wait);
+  // With PowerSGD, its step and Q too: a rank that sat out kept neither going (grad_compression.h).
+  const int root = balancer_->training_ranks().front();
+  std::map<std::string, at::Tensor> powersgd;
+  if (run.powersgd && run.rank == root) powersgd = powersgd_shared_state(*run.powersgd);
+  broadcast_training_state(run.group, root, run.model.module(), run.optimizer.get(), first_wait,
+                           run.powersgd ? &powersgd : nullptr);
+  if (run.powersgd && balancer_->sits_out(run.rank)) restore_powersgd_from_commit(*run.powersgd, powersgd, nullptr);
   last_handover_wait_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

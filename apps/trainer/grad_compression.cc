@@ -131,6 +131,14 @@ std::map<std::string, at::Tensor> powersgd_commit_state(const PowerSgdState& sta
   return committed;
 }
 
+std::map<std::string, at::Tensor> powersgd_shared_state(const PowerSgdState& state) {
+  std::map<std::string, at::Tensor> shared;
+  for (auto& [name, tensor] : state.state_dict()) {
+    if (!starts_with(name, "error.")) shared[kPrefix + name] = tensor;
+  }
+  return shared;
+}
+
 void restore_powersgd_from_commit(PowerSgdState& state, const std::map<std::string, at::Tensor>& synced,
                                   const std::map<std::string, at::Tensor>* own) {
   std::map<std::string, at::Tensor> restored;

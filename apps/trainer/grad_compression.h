@@ -9,7 +9,9 @@
 // the rows' mean (the averaged gradient, which is what the errors feed, then carries the same
 // residual). In an elastic commit (each rank keeps its own): "powersgd.error.<bucket>", this
 // rank's; after an in-process recovery a rank whose own commit is the one synced takes its own
-// errors back, a rank that joined starts from zeros.
+// errors back, a rank that joined starts from zeros. To a rank that sat out an epoch (--balance),
+// the epoch's end hands the step and Q of the ranks that trained (powersgd_shared_state), and its
+// errors restart from zeros: its own went stale while it did not train.
 //
 // Thread-safety: the training thread.
 #pragma once
@@ -41,6 +43,9 @@ std::string restore_powersgd_from_checkpoint(PowerSgdState& state, const std::ma
 
 // For an elastic commit (no collective): this rank's own state.
 std::map<std::string, at::Tensor> powersgd_commit_state(const PowerSgdState& state);
+// The step and Q's, which every rank that trains holds alike, without this rank's errors; for a
+// rank that sat out, restore_powersgd_from_commit(state, shared, nullptr) takes them.
+std::map<std::string, at::Tensor> powersgd_shared_state(const PowerSgdState& state);
 // After ElasticState::sync: the synced state's Q and step; this rank's own errors when `own`
 // (its own commit's extra_state) is from the synced step, else none (zeros).
 void restore_powersgd_from_commit(PowerSgdState& state, const std::map<std::string, at::Tensor>& synced,

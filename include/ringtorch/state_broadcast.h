@@ -12,6 +12,8 @@
 // group's timeout: a rank that arrives long before the root (it sat out an epoch) gives its
 // expected wait there. Failures throw as the group's collectives do; a state that does not fit
 // the receiver's model throws as restoring a checkpoint does (path "broadcast from rank R").
+// `extra_state`, when given, travels too (a checkpoint's extra_state: PowerSGD's step and Q, say):
+// the root's is sent, and on every other rank it is replaced by what the root sent.
 //
 // Thread-safety: the training thread (it writes into the model, the optimizer and the generator).
 #pragma once
@@ -19,6 +21,8 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <map>
+#include <string>
 #include <vector>
 
 #include <ringtorch/process_group.h>
@@ -26,7 +30,8 @@
 namespace ringtorch {
 
 void broadcast_training_state(ProcessGroup& group, int root, torch::nn::Module& model,
-                              torch::optim::Optimizer* optimizer, ProcessGroup::Timeout first_wait = {});
+                              torch::optim::Optimizer* optimizer, ProcessGroup::Timeout first_wait = {},
+                              std::map<std::string, at::Tensor>* extra_state = nullptr);
 
 // The root's `bytes` on every rank (the others pass anything): their size, then the bytes. A
 // collective, as above.

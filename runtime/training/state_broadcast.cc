@@ -24,13 +24,19 @@ std::vector<char> broadcast_bytes(ProcessGroup& group, int root, std::vector<cha
 }
 
 void broadcast_training_state(ProcessGroup& group, int root, torch::nn::Module& model,
-                              torch::optim::Optimizer* optimizer, ProcessGroup::Timeout first_wait) {
+                              torch::optim::Optimizer* optimizer, ProcessGroup::Timeout first_wait,
+                              std::map<std::string, at::Tensor>* extra_state) {
   const bool sending = group.rank() == root;
   std::vector<char> bytes;
-  if (sending) bytes = serialize_checkpoint(model, optimizer, TrainingProgress{});
+  if (sending) {
+    TrainingProgress with_extra;
+    if (extra_state) with_extra.extra_state = *extra_state;
+    bytes = serialize_checkpoint(model, optimizer, with_extra);
+  }
   bytes = broadcast_bytes(group, root, std::move(bytes), first_wait);
   if (sending) return;
-  restore_checkpoint(bytes, str_cat("broadcast from rank ", root), model, optimizer);
+  TrainingProgress received = restore_checkpoint(bytes, str_cat("broadcast from rank ", root), model, optimizer);
+  if (extra_state) *extra_state = std::move(received.extra_state);
 }
 
 }  // namespace ringtorch

@@ -8,6 +8,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include <ringtorch/checkpoint_format.h>
 #include <ringtorch/error.h>
 #include <ringtorch/keep_freed_memory.h>
 
@@ -338,6 +340,51 @@ TEST(Trainer, PowerSgdResumedInsideAnEpochContinuesExactly) {
   const auto resumed = run(true, true);
   EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);  // epoch 2 only
   EXPECT_EQ(resumed[0].parameter_checksums, uninterrupted[0].parameter_checksums);
+}
+
+// With --balance 0:1:1 rank 0 sits out and ranks 1 and 2 train (with one rank training, DDP
+// runs no hook); rank 0 writes the checkpoints. At the epoch's end it is handed PowerSGD's step
+// and Q with the weights, so the checkpoint holds the state the others trained with (before,
+// rank 0's own: step 0, no Q, and a resume ran the plain steps again). Its errors differ in size
+// from theirs, so the checkpoint keeps none.
+TEST(Trainer, ARankThatSatOutIsHandedPowerSgdsStepAndQ) {
+  const testing::TempDir temp;
+  const std::string dir = temp.file("checkpoints");
+  std::vector<TrainingReport> reports(3);
+  testing::on_thread_ranks(
+      3,
+      [&](ProcessGroup& group) {
+        TrainerOptions o;
+        o.dataset = "synthetic";
+        o.model = "mlp";
+        o.progress = "off";
+        o.epochs = 1;
+        o.max_train_samples = 1920;
+        o.threads = 1;
+        o.balance = "0:1:1";
+        o.grad_compression = "powersgd:2";
+        o.powersgd_start_step = 3;
+        o.checkpoint_dir = dir;
+        reports[group.rank()] = train(o, group);
+      },
+      std::chrono::milliseconds(120000));
+  ASSERT_EQ(reports[0].parameter_checksums.size(), 3u);
+  EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[1]);
+  EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[2]);
+  std::optional<std::string> newest;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().extension() == ".pt") newest = std::max(newest.value_or(""), entry.path().string());
+  }
+  ASSERT_TRUE(newest.has_value()) << "no checkpoint in " << dir;
+  const std::string bytes = testing::read_file(*newest);
+  const c10::IValue saved = read_torch_save(std::vector<char>(bytes.begin(), bytes.end()), *newest);
+  const auto dict = saved.toGenericDict();
+  const int64_t steps = dict.at("step").toInt();
+  EXPECT_GT(steps, 3);
+  const auto extra = dict.at("extra_state").toGenericDict();
+  EXPECT_EQ(extra.at("powersgd.step").toTensor().item<int64_t>(), steps);
+  EXPECT_TRUE(extra.contains("powersgd.q.0"));
+  for (const auto& entry : extra) EXPECT_EQ(entry.key().toStringRef().rfind("powersgd.errors.", 0), std::string::npos);
 }
 
 // A start with nothing left to train (a resume, or an in-process recovery, at the end of the last

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -158,7 +159,8 @@ TEST(Checkpoint, RemovesTheTemporaryFilesOfDeadWriters) {
 
 // broadcast_training_state: a checkpoint sent through the group. Rank 1 trained differently
 // (other random batches, one more step); after the broadcast from rank 0 its weights, buffers and momentum
-// are rank 0's, bit for bit, so the next step gives both ranks the same weights.
+// are rank 0's, bit for bit, so the next step gives both ranks the same weights; so is the extra
+// state when it is asked for.
 TEST(StateBroadcast, GivesEveryRankTheRootsWeightsAndOptimizerState) {
   testing::on_thread_ranks(2, [](ProcessGroup& group) {
     Net net;
@@ -166,7 +168,12 @@ TEST(StateBroadcast, GivesEveryRankTheRootsWeightsAndOptimizerState) {
     for (int i = 0; i <= group.rank(); ++i) train_step(net, sgd);
     net->named_buffers()["steps"].fill_(group.rank() + 1);
     const at::Tensor before = flat(*net);
-    broadcast_training_state(group, /*root=*/0, *net, &sgd, std::chrono::milliseconds(20000));
+    // Extra state comes along when asked for: the root's replaces the others'.
+    std::map<std::string, at::Tensor> extra = {{"mine", at::full({3}, group.rank() + 1.0f)}};
+    if (group.rank() == 1) extra["only_on_rank_1"] = at::zeros({1});
+    broadcast_training_state(group, /*root=*/0, *net, &sgd, std::chrono::milliseconds(20000), &extra);
+    ASSERT_EQ(extra.size(), 1u);
+    EXPECT_TRUE(at::equal(extra.at("mine"), at::full({3}, 1.0f)));
     at::Tensor all = at::empty({2, before.numel()});
     group.allgather(flat(*net).contiguous(), all);
     EXPECT_TRUE(at::equal(all[0], all[1]));
