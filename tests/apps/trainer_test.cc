@@ -358,8 +358,8 @@ TEST(Trainer, ARankThatSatOutIsHandedPowerSgdsStepAndQ) {
         o.dataset = "synthetic";
         o.model = "mlp";
         o.progress = "off";
-        o.epochs = 1;
-        o.max_train_samples = 1920;
+        o.epochs = 2;
+        o.max_train_samples = 1920;  // 10 steps an epoch
         o.threads = 1;
         o.balance = "0:1:1";
         o.grad_compression = "powersgd:2";
@@ -371,20 +371,27 @@ TEST(Trainer, ARankThatSatOutIsHandedPowerSgdsStepAndQ) {
   ASSERT_EQ(reports[0].parameter_checksums.size(), 3u);
   EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[1]);
   EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[2]);
-  std::optional<std::string> newest;
+  // The checkpoints of both epochs' ends, in order: each holds its own step's PowerSGD state.
+  std::vector<std::string> paths;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    if (entry.path().extension() == ".pt") newest = std::max(newest.value_or(""), entry.path().string());
+    if (entry.path().extension() == ".pt") paths.push_back(entry.path().string());
   }
-  ASSERT_TRUE(newest.has_value()) << "no checkpoint in " << dir;
-  const std::string bytes = testing::read_file(*newest);
-  const c10::IValue saved = read_torch_save(std::vector<char>(bytes.begin(), bytes.end()), *newest);
-  const auto dict = saved.toGenericDict();
-  const int64_t steps = dict.at("step").toInt();
-  EXPECT_GT(steps, 3);
-  const auto extra = dict.at("extra_state").toGenericDict();
-  EXPECT_EQ(extra.at("powersgd.step").toTensor().item<int64_t>(), steps);
-  EXPECT_TRUE(extra.contains("powersgd.q.0"));
-  for (const auto& entry : extra) EXPECT_EQ(entry.key().toStringRef().rfind("powersgd.errors.", 0), std::string::npos);
+  std::sort(paths.begin(), paths.end());
+  ASSERT_EQ(paths.size(), 2u) << "one checkpoint per epoch in " << dir;
+  std::vector<at::Tensor> qs;
+  for (const std::string& path : paths) {
+    const std::string bytes = testing::read_file(path);
+    const auto dict = read_torch_save(std::vector<char>(bytes.begin(), bytes.end()), path).toGenericDict();
+    const int64_t step = dict.at("step").toInt();
+    const auto extra = dict.at("extra_state").toGenericDict();
+    EXPECT_EQ(extra.at("powersgd.step").toTensor().item<int64_t>(), step) << path;
+    ASSERT_TRUE(extra.contains("powersgd.q.0")) << path;
+    qs.push_back(extra.at("powersgd.q.0").toTensor());
+    for (const auto& entry : extra) {
+      EXPECT_EQ(entry.key().toStringRef().rfind("powersgd.errors.", 0), std::string::npos) << path;
+    }
+  }
+  EXPECT_FALSE(at::equal(qs[0], qs[1])) << "the second epoch's hand-over gave the same Q again";
 }
 
 // A start with nothing left to train (a resume, or an in-process recovery, at the end of the last

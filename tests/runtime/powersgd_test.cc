@@ -4,6 +4,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <ringtorch/distributed_data_parallel.h>
 #include <ringtorch/error.h>
 #include <ringtorch/powersgd.h>
@@ -166,6 +172,85 @@ TEST(PowerSgdKernels, AgreeWithTheTensorProducts) {
     const at::Tensor expected = at::mm(p, q_back.t());
     EXPECT_TRUE(at::allclose(out, expected, 1e-4, 1e-3)) << "rank " << r;
     EXPECT_TRUE(at::allclose(residual, m - expected, 1e-4, 1e-3)) << "rank " << r;
+  }
+}
+
+// The kernels' sums in the orders powersgd_kernels.h states, as plain loops over vectors (never
+// empty, so that every pointer is a real one).
+struct Sizes {
+  int64_t rows, cols, r;
+};
+std::vector<float> reference_multiply(const std::vector<float>& m, const std::vector<float>& q, Sizes s) {
+  std::vector<float> p(static_cast<size_t>(std::max<int64_t>(1, s.rows * s.r)));
+  const bool lanes = s.r == 1 || s.r == 2 || s.r == 4 || s.r == 8;
+  const int64_t blocked = s.cols / 4 * 4;
+  for (int64_t i = 0; i < s.rows; ++i) {
+    for (int64_t c = 0; c < s.r; ++c) {
+      float lane[4] = {0, 0, 0, 0};
+      for (int64_t j = 0; j < s.cols; ++j) lane[lanes && j < blocked ? j % 4 : 0] += m[i * s.cols + j] * q[j * s.r + c];
+      p[i * s.r + c] = lanes ? (lane[0] + lane[1]) + (lane[2] + lane[3]) : lane[0];
+    }
+  }
+  return p;
+}
+std::vector<float> reference_multiply_transposed(const std::vector<float>& m, const std::vector<float>& p, Sizes s) {
+  std::vector<float> q(static_cast<size_t>(std::max<int64_t>(1, s.cols * s.r)));
+  for (int64_t j = 0; j < s.cols; ++j) {
+    for (int64_t c = 0; c < s.r; ++c) {
+      float sum = 0;
+      for (int64_t i = 0; i < s.rows; ++i) sum += p[i * s.r + c] * m[i * s.cols + j];
+      q[j * s.r + c] = sum;
+    }
+  }
+  return q;
+}
+std::vector<float> reference_reconstruct(const std::vector<float>& p, const std::vector<float>& q, Sizes s) {
+  std::vector<float> out(static_cast<size_t>(std::max<int64_t>(1, s.rows * s.cols)));
+  for (int64_t i = 0; i < s.rows; ++i) {
+    for (int64_t j = 0; j < s.cols; ++j) {
+      float value = 0;
+      for (int64_t c = 0; c < s.r; ++c) value += p[i * s.r + c] * q[j * s.r + c];
+      out[i * s.cols + j] = value;
+    }
+  }
+  return out;
+}
+
+// The kernels compute exactly the bits of those loops (their blocking in rows and vectors
+// changes no sum's order), for every rank's path and for empty, narrow and odd shapes.
+TEST(PowerSgdKernels, SumInTheirStatedOrderBitForBit) {
+  std::mt19937 generator(11);
+  std::normal_distribution<float> normal;
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(std::max<int64_t>(1, n)));
+    for (float& x : v) x = normal(generator);
+    return v;
+  };
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{0, 5}, {3, 0}, {1, 3}, {3, 4},
+                                                           {4, 8}, {5, 9}, {9, 6}, {37, 53}};
+  for (int64_t r : {1, 2, 3, 4, 8}) {
+    for (const auto& [rows, cols] : shapes) {
+      const Sizes s{rows, cols, r};
+      const std::string where = str_cat("rank ", r, ", ", rows, " x ", cols);
+      const bool empty = rows * cols == 0;  // the vectors hold one placeholder the kernels leave alone
+      const std::vector<float> error = random(rows * cols), gradient = random(rows * cols), q = random(cols * r);
+      std::vector<float> m = error, p(static_cast<size_t>(std::max<int64_t>(1, rows * r)));
+      powersgd_kernels::add_and_multiply(m.data(), gradient.data(), q.data(), p.data(), rows, cols, r);
+      std::vector<float> sum = error;
+      for (size_t k = 0; !empty && k < sum.size(); ++k) sum[k] += gradient[k];
+      EXPECT_EQ(m, sum) << where;
+      EXPECT_EQ(p, reference_multiply(sum, q, s)) << where;
+      std::vector<float> q_back(static_cast<size_t>(std::max<int64_t>(1, cols * r)));
+      powersgd_kernels::multiply_transposed(m.data(), p.data(), q_back.data(), rows, cols, r);
+      EXPECT_EQ(q_back, reference_multiply_transposed(m, p, s)) << where;
+      std::vector<float> out(m.size()), residual = m;
+      powersgd_kernels::reconstruct(p.data(), q_back.data(), out.data(), residual.data(), rows, cols, r);
+      const std::vector<float> expected = reference_reconstruct(p, q_back, s);
+      EXPECT_EQ(out, expected) << where;
+      std::vector<float> expected_residual = m;
+      for (size_t k = 0; !empty && k < expected_residual.size(); ++k) expected_residual[k] -= expected[k];
+      EXPECT_EQ(residual, expected_residual) << where;
+    }
   }
 }
 
