@@ -209,11 +209,11 @@ TEST(RankReport, TheTableNamesTheSlowestRankAndHowLongOthersWaited) {
   EXPECT_NE(rank_times_json({fast}).find("\"comm_wait_s\":1.5"), std::string::npos) << rank_times_json({fast});
 }
 
-// train() on two thread ranks: mlp on the synthetic set, quiet, with `configure`'s changes.
-std::vector<TrainingReport> train_two_thread_ranks(const std::function<void(TrainerOptions&)>& configure) {
-  std::vector<TrainingReport> reports(2);
+// train() on `ranks` thread ranks: mlp on the synthetic set, quiet, with `configure`'s changes.
+std::vector<TrainingReport> train_thread_ranks(int ranks, const std::function<void(TrainerOptions&)>& configure) {
+  std::vector<TrainingReport> reports(static_cast<size_t>(ranks));
   testing::on_thread_ranks(
-      2,
+      ranks,
       [&](ProcessGroup& group) {
         TrainerOptions o;
         o.dataset = "synthetic";
@@ -224,6 +224,9 @@ std::vector<TrainingReport> train_two_thread_ranks(const std::function<void(Trai
       },
       std::chrono::milliseconds(120000));
   return reports;
+}
+std::vector<TrainingReport> train_two_thread_ranks(const std::function<void(TrainerOptions&)>& configure) {
+  return train_thread_ranks(2, configure);
 }
 
 // Two ranks, each running DataParallel over two CPU "devices", train like two ranks with one
@@ -350,24 +353,15 @@ TEST(Trainer, PowerSgdResumedInsideAnEpochContinuesExactly) {
 TEST(Trainer, ARankThatSatOutIsHandedPowerSgdsStepAndQ) {
   const testing::TempDir temp;
   const std::string dir = temp.file("checkpoints");
-  std::vector<TrainingReport> reports(3);
-  testing::on_thread_ranks(
-      3,
-      [&](ProcessGroup& group) {
-        TrainerOptions o;
-        o.dataset = "synthetic";
-        o.model = "mlp";
-        o.progress = "off";
-        o.epochs = 2;
-        o.max_train_samples = 1920;  // 10 steps an epoch
-        o.threads = 1;
-        o.balance = "0:1:1";
-        o.grad_compression = "powersgd:2";
-        o.powersgd_start_step = 3;
-        o.checkpoint_dir = dir;
-        reports[group.rank()] = train(o, group);
-      },
-      std::chrono::milliseconds(120000));
+  const auto reports = train_thread_ranks(3, [&](TrainerOptions& o) {
+    o.epochs = 2;
+    o.max_train_samples = 1920;  // 10 steps an epoch
+    o.threads = 1;
+    o.balance = "0:1:1";
+    o.grad_compression = "powersgd:2";
+    o.powersgd_start_step = 3;
+    o.checkpoint_dir = dir;
+  });
   ASSERT_EQ(reports[0].parameter_checksums.size(), 3u);
   EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[1]);
   EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[2]);
