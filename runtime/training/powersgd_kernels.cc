@@ -101,20 +101,14 @@ void reconstruct_fixed(const float* p, const float* qt, float* out, float* error
     float scale[R];
     for (int c = 0; c < R; ++c) scale[c] = p[i * R + c];
     float* out_row = out + i * cols;
-    if (error) {
+    for (int64_t j = 0; j < cols; ++j) {
+      float value = 0.0f;
+      for (int c = 0; c < R; ++c) value += scale[c] * qt[c * cols + j];
+      out_row[j] = value;
+    }
+    if (error) {  // the row just written is still in cache
       float* error_row = error + i * cols;
-      for (int64_t j = 0; j < cols; ++j) {
-        float value = 0.0f;
-        for (int c = 0; c < R; ++c) value += scale[c] * qt[c * cols + j];
-        out_row[j] = value;
-        error_row[j] -= value;
-      }
-    } else {
-      for (int64_t j = 0; j < cols; ++j) {
-        float value = 0.0f;
-        for (int c = 0; c < R; ++c) value += scale[c] * qt[c * cols + j];
-        out_row[j] = value;
-      }
+      for (int64_t j = 0; j < cols; ++j) error_row[j] -= out_row[j];
     }
   }
 }
