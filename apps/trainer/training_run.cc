@@ -1,6 +1,8 @@
 // Set-up: the first phase of train() (training_run.h).
 #include "apps/trainer/training_run.h"
 
+#include <ATen/CPUGeneratorImpl.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -58,6 +60,17 @@ PlacedModel place_model(const TrainerOptions& o, const ImageShape& shape, const 
   return placed;
 }
 
+// LibTorch makes its default CPU generator on first use, under a guard inside its own
+// uninstrumented code. Thread ranks (the tests) that first used it on two threads at once, one
+// drawing a synthetic dataset (whose own generator's draw takes the default as a fallback) and
+// one seeding its model, were reported by TSan as a race on the generator. Asked for first here,
+// through a function-local static whose guard TSan sees, every later use is ordered after its
+// creation.
+void create_default_generator_once() {
+  static const at::Generator generator = at::detail::getDefaultCPUGenerator();
+  (void)generator;
+}
+
 // Every rank reads the whole set once; batches are gathered by the sampler's indices.
 void load_datasets(const TrainerOptions& o, int rank, ElasticHooks::Datasets& data) {
   if (data.train) return;
@@ -69,6 +82,7 @@ void load_datasets(const TrainerOptions& o, int rank, ElasticHooks::Datasets& da
 }  // namespace
 
 TrainingRun set_up_run(const TrainerOptions& o, ProcessGroup& group, ElasticHooks::Datasets* datasets) {
+  create_default_generator_once();
   if (o.threads > 0) {
     torch::set_num_threads(o.threads);
     set_blas_threads(o.threads);  // OpenBLAS keeps its own pool (blas_threads.h)
