@@ -118,7 +118,13 @@ std::string restore_powersgd_from_checkpoint(PowerSgdState& state, const std::ma
                      world, " ranks starts from their mean");
     }
   }
-  state.load_state_dict(own);
+  try {
+    state.load_state_dict(own);
+  } catch (const InvalidArgumentError& e) {  // the library's message names the entry, not the rank or flag
+    throw InvalidArgumentError(str_cat("[rank ", rank, "/", world, "] resuming PowerSGD: ", e.what(),
+                                       " (a damaged or foreign checkpoint; resume from another, or without "
+                                       "--grad-compression powersgd)"));
+  }
   if (!any_errors && state.step() > state.options().start_step) {
     note = "PowerSGD: the checkpoint holds no error buffers; they start from zero";
   }

@@ -128,7 +128,12 @@ std::map<std::string, at::Tensor> local_sgd_checkpoint_state(TrainingRun& run) {
 }
 
 std::string restore_local_sgd_from_checkpoint(TrainingRun& run, const std::map<std::string, at::Tensor>& saved) {
-  restore_outer_state(*run.local_sgd, saved);
+  try {
+    restore_outer_state(*run.local_sgd, saved);
+  } catch (const InvalidArgumentError& e) {  // the library's message names the entry, not the rank or flag
+    throw InvalidArgumentError(str_cat("rank ", run.rank, ": resuming local steps: ", e.what(),
+                                       " (resume from another checkpoint, or without --local-steps)"));
+  }
   const auto rows = saved.find(kInnerOptimizer);
   const auto sizes = saved.find(kInnerOptimizerSizes);
   if (rows == saved.end() || sizes == saved.end()) return {};

@@ -57,9 +57,15 @@ void validate(const TrainerOptions& o) {
           std::filesystem::exists(o.init_from, ec) ? "is not a regular file" : "does not exist");
     }
   }
-  parse_grad_compression(o.grad_compression);
+  const GradCompression compression = parse_grad_compression(o.grad_compression);
   if (o.powersgd_start_step < 0)
     bad("--powersgd-start-step", std::to_string(o.powersgd_start_step), "must not be negative");
+  if (compression.kind != "powersgd" && o.powersgd_start_step != TrainerOptions().powersgd_start_step) {
+    bad("--powersgd-start-step", std::to_string(o.powersgd_start_step),
+        str_cat("needs --grad-compression powersgd or powersgd:RANK (it counts the plain steps before PowerSGD "
+                "starts; here --grad-compression is ",
+                o.grad_compression, ")"));
+  }
   if (o.local_steps < 0) bad("--local-steps", std::to_string(o.local_steps), "must be at least 1");
   if (!(o.outer_lr > 0) || !std::isfinite(o.outer_lr))
     bad("--outer-lr", std::to_string(o.outer_lr), "must be positive and finite");

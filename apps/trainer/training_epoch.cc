@@ -68,8 +68,16 @@ void check_finite(TrainingRun& run, bool finite, const std::string& what) {
   if (finite) return;
   const std::string text = str_cat("rank ", run.rank, ": ", what, ": training diverged");
   if (!run.options.allow_non_finite) {
-    throw InvalidArgumentError(
-        text + " (lower --lr, or resume from the last checkpoint; --allow-non-finite trains on regardless)");
+    // A compressed gradient can be what overflowed (fp16 ends at 65504); the callers check the
+    // last parameter's gradient only, so where another's overflowed the next step's loss says so.
+    const std::string& compression = run.options.grad_compression;
+    const std::string instead =
+        compression == "fp16" ? ", or --grad-compression bf16 (fp16's largest value is 65504)"
+        : compression != "none"
+            ? str_cat(", or --grad-compression none (the gradients were compressed with ", compression, ")")
+            : std::string();
+    throw InvalidArgumentError(text + " (lower --lr" + instead +
+                               ", or resume from the last checkpoint; --allow-non-finite trains on regardless)");
   }
   static std::atomic<bool> said{false};  // thread ranks share the process
   if (!said.exchange(true)) log_warning(text + " (--allow-non-finite: training on; said once)");

@@ -97,6 +97,9 @@ struct StepOutcome {
   double loss = 0;
   // The gradient every rank holds after the all-reduce (the model's last parameter's): finite
   // on all ranks or on none, so a rank whose own loss stayed finite still sees another's NaN.
+  // With --local-steps, the last parameter after the outer step, the same on every rank; with
+  // --outer-overlap, the rank's own replica, whose outer step lands a period later: ranks may
+  // see a NaN a period apart, and the first to stop leaves the others a lost peer.
   bool averaged_gradient_finite = true;
   double seconds = 0;          // the whole step
   double compute_seconds = 0;  // without its waits for the other ranks (rank_report.h)

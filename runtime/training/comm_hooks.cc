@@ -38,7 +38,7 @@ void complete_reductions(const std::vector<PendingReduction>& reductions) {
   for (const auto& s : seconds) {
     try {
       s.work->wait();
-      if (s.then) s.then();
+      if (s.then && !failure) s.then();  // after a failure only wait: the step's result is lost anyway
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }

@@ -257,6 +257,10 @@ void LocalSgd::load_state_dict(const std::map<std::string, at::Tensor>& state) {
   }
   momentum_ = std::move(momentum);
   const auto steps = state.find("outer_steps");
+  if (steps != state.end() && (steps->second.numel() != 1 || steps->second.is_floating_point())) {
+    throw InvalidArgumentError(str_cat("local SGD state: 'outer_steps' is not one integer (", steps->second.sizes(),
+                                       ", ", steps->second.scalar_type(), ")"));
+  }
   stats_.outer_steps = steps == state.end() ? 0 : steps->second.item<int64_t>();
   reset_anchor();
 }

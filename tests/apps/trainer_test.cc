@@ -277,6 +277,26 @@ TEST(GradCompression, TheFlagsFormsAndItsErrors) {
               std::string::npos)
         << message;
   }
+  // --powersgd-start-step counts PowerSGD's plain steps: with another compression it would do
+  // nothing, so it is refused; with powersgd it is taken.
+  for (const char* compression : {"none", "fp16", "bf16"}) {
+    const std::string message = error_of([&] {
+      TrainerOptions o;
+      RendezvousOptions r;
+      apply_trainer_flag("--grad-compression", compression, o, r);
+      apply_trainer_flag("--powersgd-start-step", "5", o, r);
+      validate(o);
+    });
+    EXPECT_NE(message.find(str_cat("--powersgd-start-step 5: needs --grad-compression powersgd or powersgd:RANK")),
+              std::string::npos)
+        << compression << ": " << message;
+  }
+  TrainerOptions o;
+  RendezvousOptions r;
+  apply_trainer_flag("--grad-compression", "powersgd:2", o, r);
+  apply_trainer_flag("--powersgd-start-step", "5", o, r);
+  validate(o);
+  EXPECT_EQ(o.powersgd_start_step, 5);
 }
 
 // A checkpoint's PowerSGD errors hold one row per rank: the same world size takes its own row,

@@ -281,6 +281,14 @@ TEST(LocalSgd, StateRoundTrips) {
     } catch (const InvalidArgumentError& e) {
       EXPECT_NE(std::string(e.what()).find("momentum.0"), std::string::npos) << e.what();
     }
+    auto two_counts = saved;
+    two_counts["outer_steps"] = torch::tensor({int64_t{1}, int64_t{2}});
+    try {
+      restored.load_state_dict(two_counts);
+      FAIL() << "an outer step count of two elements was loaded";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("'outer_steps' is not one integer"), std::string::npos) << e.what();
+    }
   });
 }
 
