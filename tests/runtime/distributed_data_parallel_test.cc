@@ -296,6 +296,33 @@ TEST(DistributedDataParallel, CompressionHooksStayCloseToFullPrecision) {
   }
 }
 
+// complete_reductions (comm_hooks.h): after a failure it still waits for every reduction it
+// started, but completes none of them: the step's result is lost, and a completion would write
+// half of it. Here the second bucket's completion throws after the first bucket's second stage
+// started; that stage's reduction finishes, its completion does not run, and the failure comes out.
+TEST(DistributedDataParallel, AfterAFailureNoReductionIsCompleted) {
+  testing::on_thread_ranks(2, [&](ProcessGroup& group) {
+    at::Tensor first = at::ones({4}), second = at::ones({4}), late = at::ones({4});
+    bool late_completed = false;
+    std::vector<PendingReduction> reductions(2);
+    reductions[0].work = group.allreduce_async(first, ReduceOp::kSum);
+    reductions[0].next = [&](PendingReduction& stage) {
+      stage.work = group.allreduce_async(late, ReduceOp::kSum);
+      stage.then = [&] { late_completed = true; };
+    };
+    reductions[1].work = group.allreduce_async(second, ReduceOp::kSum);
+    reductions[1].then = [] { throw std::runtime_error("the second bucket's completion failed"); };
+    try {
+      complete_reductions(reductions);
+      ADD_FAILURE() << "the failure was not rethrown";
+    } catch (const std::runtime_error& e) {
+      EXPECT_STREQ(e.what(), "the second bucket's completion failed");
+    }
+    EXPECT_TRUE(at::equal(late, at::full({4}, 2.0f))) << "the started reduction was waited for";
+    EXPECT_FALSE(late_completed);
+  });
+}
+
 // Note [Uneven inputs]: ranks on batches of unequal size (48 and 16; 40, 16 and 8) reduce to
 // the gradient of the mean loss over all 64 samples, so several SGD-with-momentum steps equal
 // one process on the concatenated batch; on the plain path and on the compressed ones.
