@@ -201,15 +201,15 @@ void orthogonalize_q(const at::Tensor& q, const BucketLayout::Matrix& matrix, do
 // warning saying what replaces it, when its size does not fit (a state saved with another model,
 // bucket size or rank: both Q and the error only refine what a step sends, so the step goes on
 // rather than failing inside backward).
-at::Tensor fitted(const at::Tensor& saved, int64_t elements, const at::Tensor& like, size_t bucket, const char* what,
-                  const char* instead) {
+at::Tensor fitted(const at::Tensor& saved, int64_t elements, const at::Tensor& like, int rank, size_t bucket,
+                  const char* what, const char* instead) {
   if (saved.numel() == elements && saved.dim() == 1 && saved.is_contiguous() && saved.device() == like.device() &&
       saved.scalar_type() == like.scalar_type()) {
     return saved;  // the usual case, every step: no tensor operation
   }
   if (saved.numel() != elements) {
-    log_warning(str_cat("PowerSGD: the saved state of bucket ", bucket, " holds ", what, " of ", saved.numel(),
-                        " elements, this model's bucket needs ", elements,
+    log_warning(str_cat("rank ", rank, ": PowerSGD: the saved state of bucket ", bucket, " holds ", what, " of ",
+                        saved.numel(), " elements, this model's bucket needs ", elements,
                         " (was it saved with another model, bucket size or rank?); ", instead));
     return at::Tensor();
   }
@@ -313,7 +313,8 @@ PendingReduction PowerSgdState::reduce(const std::shared_ptr<PowerSgdState>& sel
   if (o.use_error_feedback) {
     auto error = s.errors_.find(index);
     if (error != s.errors_.end()) {
-      input = fitted(error->second, buffer.numel(), buffer, index, "an error", "the error starts from zero");
+      input =
+          fitted(error->second, buffer.numel(), buffer, group.rank(), index, "an error", "the error starts from zero");
     }
     gradient_to_add = input.defined() && input.data_ptr() != buffer.data_ptr();
     if (!gradient_to_add) input = buffer.clone();
@@ -324,7 +325,7 @@ PendingReduction PowerSgdState::reduce(const std::shared_ptr<PowerSgdState>& sel
   at::Tensor q;
   auto kept = s.q_.find(index);
   if (o.warm_start && kept != s.q_.end()) {
-    q = fitted(kept->second, layout.q_elements, buffer, index, "a Q", "a new one is drawn");
+    q = fitted(kept->second, layout.q_elements, buffer, group.rank(), index, "a Q", "a new one is drawn");
   }
   if (q.defined()) {
     for (const auto& matrix : layout.matrices) orthogonalize_q(q, matrix, o.orthogonalization_epsilon);

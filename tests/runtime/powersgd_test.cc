@@ -349,7 +349,7 @@ TEST(PowerSgd, BadSettingsAndStateAreNamed) {
     EXPECT_NE(std::string(e.what()).find("unknown entry 'qq.0'"), std::string::npos) << e.what();
   }
   // A saved Q or error that does not fit the bucket (another model, bucket size or rank) is
-  // replaced when the hook meets it, with a warning naming the bucket; the step goes on.
+  // replaced when the hook meets it, with a warning naming the rank and the bucket; the step goes on.
   testing::on_thread_ranks(1, [](ProcessGroup& group) {
     auto mismatched = std::make_shared<PowerSgdState>(options_with(1, 0));
     mismatched->load_state_dict(
@@ -359,7 +359,10 @@ TEST(PowerSgd, BadSettingsAndStateAreNamed) {
     testing::StderrCapture warnings;
     reduce_all(powersgd_hook(mismatched), group, {bucket});
     const std::string text = warnings.finish();
-    EXPECT_NE(text.find("bucket 0 holds a Q of 3 elements, this model's bucket needs 12"), std::string::npos) << text;
+    EXPECT_NE(text.find("rank 0: PowerSGD: the saved state of bucket 0 holds a Q of 3 elements, this model's bucket "
+                        "needs 12"),
+              std::string::npos)
+        << text;
     EXPECT_NE(text.find("a new one is drawn"), std::string::npos) << text;
     EXPECT_NE(text.find("bucket 0 holds an error of 7 elements, this model's bucket needs 192"), std::string::npos)
         << text;
