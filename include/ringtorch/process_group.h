@@ -180,6 +180,12 @@ class ProcessGroup {
   std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, ProcessGroupOptions options = {});
   bool is_member() const;
 
+  // The store the group was made over, under the prefix "shared/": for small coordination
+  // between its ranks beside the collectives (BatchClaims' counters), with keys of the caller's
+  // choosing; the group's own keys live elsewhere in it. Its calls block on the store's host,
+  // with the store's own timeout. Thread-safe as the store is (c10d's and ringtorch's are).
+  c10::intrusive_ptr<c10d::Store> store() const;
+
  private:
   class Impl;  // runtime/comm/process_group_impl.h
 

@@ -91,6 +91,15 @@ std::chrono::milliseconds ProcessGroup::timeout() const { return impl_->timeout_
 const std::string& ProcessGroup::name() const { return impl_->name_; }
 const GroupDescription& ProcessGroup::description() const { return impl_->description_; }
 bool ProcessGroup::is_member() const { return impl_->member_; }
+c10::intrusive_ptr<c10d::Store> ProcessGroup::store() const { return impl_->shared_store(); }
+
+c10::intrusive_ptr<c10d::Store> ProcessGroup::Impl::shared_store() const {
+  if (!member_) {
+    throw InvalidArgumentError(
+        str_cat(context_prefix_, "store(): this rank is not a member of group ", name_, " (ranks ", members_, ")"));
+  }
+  return c10::make_intrusive<c10d::PrefixStore>("shared", store_);
+}
 
 std::shared_ptr<ProcessGroup> ProcessGroup::create(const Rendezvous& rdzv, ProcessGroupOptions options) {
   if (!options.timeout) options.timeout = rdzv.timeout;

@@ -63,6 +63,8 @@ class ProcessGroup::Impl {
   std::shared_ptr<Work> recv_async(at::Tensor tensor, int src, uint32_t tag, Timeout timeout);
 
   OperationQueue& queue() { return *queue_; }
+  // ProcessGroup::store(): the store under "shared/" (members only).
+  c10::intrusive_ptr<c10d::Store> shared_store() const;
 
   // Constant after construction.
   const int rank_;
