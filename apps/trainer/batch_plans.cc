@@ -65,16 +65,24 @@ void BalancedBatches::on_start(TrainingRun& run) {
   const int64_t global_batch = o.global_batch > 0 ? o.global_batch : int64_t{o.batch_size} * run.world;
   batches_per_step_ = std::max(1, o.local_steps);
   std::vector<double> weights(static_cast<size_t>(run.world), 1.0);
-  if (o.balance != "auto") weights = parse_weights(o.balance);
+  const bool automatic = o.balance == "auto" || o.balance == "dynamic";
+  if (!automatic) weights = parse_weights(o.balance);
   if (weights.size() != static_cast<size_t>(run.world)) {
     throw InvalidArgumentError(str_cat("--balance ", o.balance, " gives ", weights.size(), " weights for ", run.world,
                                        " ranks; give one weight per rank"));
   }
-  balancer_.emplace(run.group, global_batch, weights, o.balance == "auto", run.device, balance_settings(o));
+  balancer_.emplace(run.group, global_batch, weights, automatic, run.device, balance_settings(o));
   sampler_.emplace(run.train_size, global_batch, run.rank, run.world, sampler_options(o));  // split: per step
   run.split = balancer_->split();
   if (run.rank == 0) std::printf("[ringtorch] balance: %s\n", balancer_->describe().c_str());
   if (balancer_->anyone_sits_out()) train_without_ranks_sitting_out(run);
+  if (o.balance == "dynamic") {
+    claims_ = std::make_shared<BatchClaims>(run.group);
+    run.claims = claims_;
+    whole_batch_.assign(static_cast<size_t>(run.world), 0);
+    whole_batch_[static_cast<size_t>(run.rank)] = global_batch;
+    batch_size_ = o.batch_size;
+  }
 }
 
 int64_t BalancedBatches::begin_epoch(int64_t epoch, int64_t trained_before) {
@@ -88,14 +96,19 @@ int64_t BalancedBatches::epoch_samples() const {
 }
 
 std::vector<int64_t> BalancedBatches::step_indices(int64_t step) {
-  // The balancer's split, or on every other step of a probe's trial the trial's.
-  sampler_->set_split(balancer_->next_step_split());
-  if (batches_per_step_ == 1) return sampler_->step_indices(step);
+  // The balancer's split, or on every other step of a probe's trial the trial's; with claims,
+  // the whole of every global batch, in the epoch's order.
+  sampler_->set_split(claims_ ? whole_batch_ : balancer_->next_step_split());
+  if (batches_per_step_ == 1 && !claims_) return sampler_->step_indices(step);
   std::vector<int64_t> indices;
   const int64_t end = std::min(sampler_->steps_per_epoch(), (step + 1) * batches_per_step_);
   for (int64_t k = step * batches_per_step_; k < end; ++k) {
     const std::vector<int64_t> part = sampler_->step_indices(k);
     indices.insert(indices.end(), part.begin(), part.end());
+  }
+  if (claims_) {
+    const int64_t samples = static_cast<int64_t>(indices.size());
+    claims_->begin_period((samples + batch_size_ - 1) / batch_size_, balancer_->weights());
   }
   return indices;
 }
@@ -123,6 +136,7 @@ void BalancedBatches::on_finish(TrainingRun& run, TrainingReport& report) {
   report.balance = run.options.balance;
   report.split = balancer_->split();
   report.weights = balancer_->weights();
+  if (claims_) claims_->finish();  // every rank is past the last outer step (an epoch's end synchronizes)
 }
 
 void BalancedBatches::rebalance(TrainingRun& run) {

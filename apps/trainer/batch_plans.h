@@ -6,7 +6,9 @@
 //                    (WeightedDistributedSampler), split by a BatchBalancer (with --local-steps
 //                    H, a step is a period: its part of H global batches); it is also the part
 //                    that feeds the balancer each step's times, rebalances, and moves training
-//                    to a subgroup when a rank sits out
+//                    to a subgroup when a rank sits out. --balance dynamic (--local-steps only):
+//                    a step is all H global batches, which the ranks claim batch by batch as they
+//                    train (run.claims, batch_claims.h, with the balancer's weights as speeds)
 //
 // Thread-safety: the training loop's thread.
 #pragma once
@@ -66,11 +68,14 @@ class BalancedBatches : public BatchPlan, public TrainerPart {
 
   std::optional<BatchBalancer> balancer_;
   std::optional<WeightedDistributedSampler> sampler_;
+  std::shared_ptr<BatchClaims> claims_;  // --balance dynamic: run.claims
   int64_t trained_before_ = 0;
   // Global batches per step of the loop: 1, or with --local-steps H (a period; local_steps.h).
   int64_t batches_per_step_ = 1;
-  int64_t steps_run_ = 0;          // steps recorded, this run
-  double last_handover_wait_ = 0;  // seconds, on a rank that sits out
+  std::vector<int64_t> whole_batch_;  // --balance dynamic: the split that gives this rank all
+  int64_t batch_size_ = 0;            // --balance dynamic: of the batches claimed
+  int64_t steps_run_ = 0;             // steps recorded, this run
+  double last_handover_wait_ = 0;     // seconds, on a rank that sits out
 };
 
 // EqualBatches for --balance equal, else BalancedBatches, which is added to `parts` too.

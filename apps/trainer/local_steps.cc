@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
+#include <utility>
 
 #include <ringtorch/error.h>
 #include <ringtorch/str_cat.h>
@@ -73,12 +75,24 @@ StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, 
   StepOutcome outcome;
   outcome.trained = true;
   outcome.inner_steps = 0;
-  outcome.samples = static_cast<int64_t>(indices.size());
+  outcome.samples = 0;
   double loss_sum = 0, first_non_finite = 0;
-  for (size_t begin = 0; begin < indices.size(); begin += batch_size) {
+  // The next batch's start in `indices`: the next in turn, or with --balance dynamic the next claimed.
+  size_t turn = 0;
+  const auto next_batch = [&]() -> std::optional<size_t> {
+    if (run.claims) {
+      const std::optional<int64_t> claimed = run.claims->next();
+      return claimed ? std::optional<size_t>(static_cast<size_t>(*claimed) * batch_size) : std::nullopt;
+    }
+    if (turn >= indices.size()) return std::nullopt;
+    const size_t begin = turn;
+    turn += batch_size;
+    return begin;
+  };
+  while (const std::optional<size_t> begin = next_batch()) {
     TimelineSpan span("inner step", "train");
-    const std::vector<int64_t> batch(indices.begin() + begin,
-                                     indices.begin() + std::min(indices.size(), begin + batch_size));
+    const std::vector<int64_t> batch(indices.begin() + *begin,
+                                     indices.begin() + std::min(indices.size(), *begin + batch_size));
     auto [x, y] = run.train_set->batch(batch);
     run.optimizer->zero_grad();
     at::Tensor loss = torch::cross_entropy_loss(run.model.forward(x.to(run.device)), y.to(run.device));
@@ -88,6 +102,7 @@ StepOutcome train_period(TrainingRun& run, const std::vector<int64_t>& indices, 
     if (!std::isfinite(value) && std::isfinite(first_non_finite)) first_non_finite = value;
     loss_sum += value;
     run.local_sgd->record_inner_step(static_cast<int64_t>(batch.size()));
+    outcome.samples += static_cast<int64_t>(batch.size());
     ++outcome.inner_steps;
   }
   const auto computed = Clock::now();

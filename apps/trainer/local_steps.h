@@ -39,7 +39,8 @@ LocalSgdOptions local_sgd_options(const TrainerOptions& options);
 // averages changes, so replicas that started apart would stay apart. A collective of run.group.
 void start_from_rank0_weights(TrainingRun& run);
 
-// One period on `indices` (this rank's share; may be empty): inner steps of --batch-size, then
+// One period on `indices` (this rank's share, may be empty; with run.claims the whole period's,
+// of which it trains the batches it claims): inner steps of --batch-size, then
 // the outer step (a collective of the training group), finished before it returns when
 // `synchronize` (LocalSgd::synchronize(): with --outer-overlap the replicas are equal only
 // then). Its compute time is the inner steps'; its wait is the outer step's.

@@ -94,7 +94,12 @@ void validate(const TrainerOptions& o) {
     bad("--checkpoint-every-steps", std::to_string(o.checkpoint_every_steps), "needs --checkpoint-dir");
   }
   if (o.log_interval < 0) bad("--log-interval", std::to_string(o.log_interval), "must not be negative");
-  if (o.balance != "equal" && o.balance != "auto") {
+  if (o.balance == "dynamic" && o.local_steps == 0) {
+    bad("--balance", o.balance,
+        "needs --local-steps H (a period's batches are handed out as the ranks ask; DDP's steps need every rank's "
+        "batch before they start: use auto)");
+  }
+  if (o.balance != "equal" && o.balance != "auto" && o.balance != "dynamic") {
     const std::vector<double> weights = parse_weights(o.balance);
     if (std::all_of(weights.begin(), weights.end(), [](double w) { return w == 0; })) {
       bad("--balance", o.balance, "every rank's weight is 0");
@@ -102,7 +107,7 @@ void validate(const TrainerOptions& o) {
   }
   if (o.global_batch < 0) bad("--global-batch", std::to_string(o.global_batch), "must be at least 1");
   if (o.global_batch > 0 && o.balance == "equal")
-    bad("--global-batch", std::to_string(o.global_batch), "needs --balance auto or weights");
+    bad("--global-batch", std::to_string(o.global_batch), "needs --balance auto, dynamic or weights");
   parse_progress_style(o.progress, stdout);
   if (!o.plot_path.empty()) {
     if (o.plot_path.size() < 4 || o.plot_path.substr(o.plot_path.size() - 4) != ".svg")

@@ -17,9 +17,10 @@ struct TrainerOptions {
   int epochs = 1;
   int batch_size = 64;  // per rank (with --balance: the global batch is batch_size x world size)
   // Ranks of unequal speed (docs/training.md): "equal" (every rank batch_size, as DDP),
-  // "auto" (per-rank batches follow measured speed), or weights "3:1" (one per rank).
+  // "auto" (per-rank batches follow measured speed), weights "3:1" (one per rank), or with
+  // local_steps "dynamic" (each period's batches go to the ranks as they ask: batch_claims.h).
   std::string balance = "equal";
-  int global_batch = 0;           // with --balance auto or weights: the global batch; 0: batch_size x world size
+  int global_batch = 0;           // with --balance other than equal: the global batch; 0: batch_size x world size
   int64_t max_train_samples = 0;  // > 0: train on the first N training images only (quick runs, benchmarks)
   double lr = 0.01;
   double momentum = 0.9;

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <ringtorch/batch_claims.h>
 #include <ringtorch/checkpoint_format.h>
 #include <ringtorch/data_parallel.h>
 #include <ringtorch/distributed_data_parallel.h>
@@ -61,6 +62,9 @@ struct TrainingRun {
   std::unique_ptr<DistributedDataParallel> ddp;  // null on a rank that sits out (--balance auto), or with local_sgd
   // --local-steps: the outer steps (local_steps.h) instead of DDP; null otherwise.
   std::unique_ptr<LocalSgd> local_sgd;
+  // --balance dynamic (with --local-steps): a period's step_indices() are the whole period's, and
+  // the rank trains the batches of them it claims here (batch_claims.h); null otherwise.
+  std::shared_ptr<BatchClaims> claims;
   bool trains() const { return ddp || local_sgd; }  // false: this rank sits out
   // Some rank sits out: its weights lag until the epoch's end, so nothing is saved inside an
   // epoch meanwhile (rank 0 may be the one).

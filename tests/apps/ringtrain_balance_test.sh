@@ -2,7 +2,7 @@
 # ringtrain --balance on the real Fashion-MNIST under ringrun (2 ranks): given weights 3:1 split
 # the global batch 96/32 with identical ranks and the seeds' accuracy; --balance auto runs and
 # reports its split; a checkpoint taken with one split resumes with another; a rank of weight 0
-# sits out and ends with the others' weights; bad input (ranks given different weights included)
+# sits out and ends with the others' weights; --balance dynamic trains every batch once; bad input (ranks given different weights included)
 # exits non-zero with a message naming the problem. (Whether auto follows real speed differences is
 # measured by bench/compare_hetero, not asserted here: tests never assert on time.)
 set -euo pipefail
@@ -56,6 +56,19 @@ assert two["test_accuracy"] == one["test_accuracy"], (two, one)
 print("--balance 1:0: rank 1 sat out; both ranks equal one rank alone (checksum %r)" % c[0])
 PY
 
+# --balance dynamic: local SGD's periods claimed batch by batch through ringrun's store; every
+# batch is trained once (by one rank or the other), and the ranks end identical.
+out=$(run --model mlp --epochs 1 --local-steps 4 --balance dynamic --max-train-samples 12800) || { echo "$out"; exit 1; }
+/usr/bin/python3 - "$(json_of "$out")" <<'PY' || { echo "$out"; echo "FAILED: --balance dynamic"; exit 1; }
+import json, sys
+r = json.loads(sys.argv[1])
+assert r["balance"] == "dynamic", r
+assert sum(rank["samples"] for rank in r["ranks"]) == 12800, r["ranks"]
+assert sum(rank["steps"] for rank in r["ranks"]) == 12800 // 64, r["ranks"]
+assert len(set(r["parameter_checksums"])) == 1, "ranks differ: %s" % r["parameter_checksums"]
+print("--balance dynamic: samples per rank %s, ranks identical" % [rank["samples"] for rank in r["ranks"]])
+PY
+
 expect_error() {
   local expected=$1; shift
   if out=$(run --model mlp --epochs 1 --max-train-samples 256 "$@"); then echo "FAILED: accepted $*"; exit 1; fi
@@ -64,7 +77,8 @@ expect_error() {
 expect_error "every rank's weight is 0" --balance 0:0
 expect_error "gives 3 weights for 2 ranks" --balance 3:1:1
 expect_error "a global batch of 1 cannot give each of the 2 ranks" --balance auto --global-batch 1
-expect_error "needs --balance auto or weights" --global-batch 64
+expect_error "needs --balance auto, dynamic or weights" --global-batch 64
+expect_error "needs --local-steps H" --balance dynamic
 expect_error "is not a number" --balance fast:slow
 # Nodes started with command lines of their own: rank 1 given other weights than rank 0.
 printf '%s\n' '[ "$LOCAL_RANK" = 0 ] && exec "$@" --balance 3:1; exec "$@" --balance 1:1' >"$dir/per_rank_balance.sh"

@@ -18,6 +18,7 @@
 #include <functional>
 #include <initializer_list>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
@@ -454,6 +455,7 @@ TEST(LocalSteps, BadFlagsNameTheFlag) {
       {{{"--outer-overlap", "-1"}}, "--outer-overlap"},
       {{{"--local-steps", "4"}, {"--outer-overlap", "2"}, {"--elastic", "in-process"}},
        "--outer-overlap does not combine with --elastic in-process"},
+      {{{"--balance", "dynamic"}}, "--balance dynamic: needs --local-steps"},
   };
   for (const auto& [flags, expected] : cases) {
     const std::string message = error_of([&] {
@@ -556,6 +558,31 @@ TEST(Trainer, LocalStepsWithOverlapResumeExactly) {
   const auto resumed = run(true);
   EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);
   EXPECT_EQ(resumed[0].parameter_checksums, with_checkpoints[0].parameter_checksums);
+}
+
+// --balance dynamic: the ranks claim each period's batches as they go (batch_claims.h). Every
+// batch of every period is trained once, by one rank or the other (how many each takes depends
+// on timing), and the replicas are equal at the end.
+TEST(Trainer, DynamicBalanceTrainsEveryBatchOnce) {
+  const auto reports = train_two_thread_ranks([](TrainerOptions& o) {
+    o.epochs = 2;
+    o.max_train_samples = 1280;  // 20 batches of 64 an epoch: periods of 6, 6, 6 and 2
+    o.threads = 1;
+    o.local_steps = 3;
+    o.balance = "dynamic";
+  });
+  ASSERT_EQ(reports[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(reports[0].parameter_checksums[0], reports[0].parameter_checksums[1]);
+  EXPECT_EQ(reports[0].outer_steps, 8);
+  EXPECT_EQ(reports[0].balance, "dynamic");
+  int64_t samples = 0, steps = 0;
+  for (const auto& rank : nlohmann::json::parse(reports[0].ranks_json)) {
+    samples += rank.at("samples").get<int64_t>();
+    steps += rank.at("steps").get<int64_t>();
+  }
+  EXPECT_EQ(samples, 2 * 1280) << reports[0].ranks_json;
+  EXPECT_EQ(steps, 2 * 20) << reports[0].ranks_json;
+  EXPECT_GT(reports[0].test_accuracy, 0.5);
 }
 
 }  // namespace

@@ -1,0 +1,118 @@
+// BatchClaims (batch_claims.h) on thread ranks over real Gloo and the tests' shared store:
+// every batch of a period is trained once, a rank slower than the others stops before the last
+// few batches while the fastest takes them all, and the rule that decides it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <vector>
+
+#include <ringtorch/batch_claims.h>
+#include <ringtorch/error.h>
+
+#include "support/thread_ranks.h"
+
+namespace ringtorch {
+namespace {
+
+using testing::on_thread_ranks;
+
+TEST(BatchClaims, ARankClaimsWhileTheOthersCouldNotFinishFirst) {
+  // Two others at its speed: it stops when fewer than 2 are left; the fastest takes the last.
+  EXPECT_TRUE(claims_another(2, 2.0, false));
+  EXPECT_FALSE(claims_another(1, 2.0, false));
+  EXPECT_TRUE(claims_another(1, 2.0, true));
+  EXPECT_FALSE(claims_another(0, 0.25, true));
+  // Four times slower than the other: it stops with fewer than 4 left.
+  EXPECT_TRUE(claims_another(4, 4.0, false));
+  EXPECT_FALSE(claims_another(3, 4.0, false));
+}
+
+// Three ranks claim as fast as they can, three periods of 50 batches and an empty one: every
+// batch of a period goes to exactly one rank.
+TEST(BatchClaims, EveryBatchOfAPeriodGoesToOneRank) {
+  const std::vector<int64_t> periods = {50, 0, 50, 50};
+  std::mutex mutex;
+  std::vector<std::vector<int64_t>> claimed(periods.size());  // every rank's, per period
+  on_thread_ranks(3, [&](ProcessGroup& group) {
+    BatchClaims claims(group);
+    for (size_t p = 0; p < periods.size(); ++p) {
+      claims.begin_period(periods[p], {1.0, 1.0, 1.0});
+      std::vector<int64_t> mine;
+      while (std::optional<int64_t> batch = claims.next()) mine.push_back(*batch);
+      EXPECT_FALSE(claims.next().has_value()) << "a period that is over stays over";
+      EXPECT_EQ(claims.claimed(), static_cast<int64_t>(mine.size()));
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        claimed[p].insert(claimed[p].end(), mine.begin(), mine.end());
+      }
+      group.barrier();  // the outer step
+    }
+    claims.finish();
+  });
+  for (size_t p = 0; p < periods.size(); ++p) {
+    std::sort(claimed[p].begin(), claimed[p].end());
+    std::vector<int64_t> all(static_cast<size_t>(periods[p]));
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    EXPECT_EQ(claimed[p], all) << "period " << p;
+  }
+}
+
+// Rank 1 is 4x slower than rank 0 (weights 4:1). In a period of 10, it takes batch 0, then rank 0
+// takes 6 (and claims a seventh while it "trains" the sixth); with at most 3 left, fewer than the
+// 4 rank 0 trains in the time rank 1 trains one, rank 1 stops, and rank 0 takes the rest. At
+// equal weights rank 1 takes a second batch at that point (one it claimed ahead, while it
+// trained the first), and maybe more at the end.
+TEST(BatchClaims, ASlowRankLeavesTheLastBatchesToTheFastest) {
+  for (const bool unequal : {true, false}) {
+    std::vector<std::vector<int64_t>> taken(2);
+    on_thread_ranks(2, [&](ProcessGroup& group) {
+      BatchClaims claims(group);
+      claims.begin_period(10, unequal ? std::vector<double>{4.0, 1.0} : std::vector<double>{1.0, 1.0});
+      std::vector<int64_t>& mine = taken[static_cast<size_t>(group.rank())];
+      const auto take = [&](int n) {
+        for (int i = 0; i < n; ++i) {
+          if (std::optional<int64_t> batch = claims.next()) mine.push_back(*batch);
+        }
+      };
+      if (group.rank() == 1) take(1);
+      group.barrier();
+      if (group.rank() == 0) take(6);
+      group.barrier();
+      if (group.rank() == 1) take(1);
+      group.barrier();
+      take(10);  // to the end: a batch claimed ahead is trained too
+      group.barrier();
+      claims.finish();
+    });
+    std::vector<int64_t> all = taken[0];
+    all.insert(all.end(), taken[1].begin(), taken[1].end());
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+    if (unequal) {
+      EXPECT_EQ(taken[1], (std::vector<int64_t>{0}));
+    } else {
+      ASSERT_GE(taken[1].size(), 2u);
+      EXPECT_EQ(taken[1][0], 0);
+    }
+  }
+}
+
+TEST(BatchClaims, BadPeriodsAreRefusedWithTheRank) {
+  on_thread_ranks(2, [&](ProcessGroup& group) {
+    BatchClaims claims(group);
+    EXPECT_THROW(claims.begin_period(-1, {1.0, 1.0}), InvalidArgumentError);
+    EXPECT_THROW(claims.begin_period(4, {1.0}), InvalidArgumentError);
+    EXPECT_THROW(claims.begin_period(4, {1.0, -1.0}), InvalidArgumentError);
+    try {
+      claims.begin_period(4, {1.0, std::nan("")});
+      ADD_FAILURE() << "a NaN weight was taken";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank " + std::to_string(group.rank())), std::string::npos) << e.what();
+    }
+  });
+}
+
+}  // namespace
+}  // namespace ringtorch
