@@ -72,6 +72,19 @@ void BalancedBatches::on_start(TrainingRun& run) {
                                        " ranks; give one weight per rank"));
   }
   balancer_.emplace(run.group, global_batch, weights, automatic, run.device, balance_settings(o));
+  // auto and dynamic agree on all the balancer checks; a rank given the other would run
+  // BatchClaims' collective alone.
+  int64_t dynamic = o.balance == "dynamic";
+  std::vector<int64_t> modes(static_cast<size_t>(run.world));
+  run.group.allgather(&dynamic, modes.data(), 1, c10::ScalarType::Long);
+  for (size_t r = 1; r < modes.size(); ++r) {
+    if (modes[r] != modes[0]) {
+      const auto name = [](int64_t mode) { return mode ? "dynamic" : "auto"; };
+      throw InvalidArgumentError(str_cat("balance: rank ", r, " was told --balance ", name(modes[r]),
+                                         ", rank 0 --balance ", name(modes[0]),
+                                         "; give every rank the same --balance"));
+    }
+  }
   sampler_.emplace(run.train_size, global_batch, run.rank, run.world, sampler_options(o));  // split: per step
   run.split = balancer_->split();
   if (run.rank == 0) std::printf("[ringtorch] balance: %s\n", balancer_->describe().c_str());

@@ -9,10 +9,11 @@
 // would hold them up at the outer step if it took one of the last few batches, so a rank stops
 // claiming when fewer batches are left than the others train in the time it trains one
 // (claims_another(); the speeds are the caller's weights, the same on every rank), except the
-// fastest rank, which claims until none is left. Near that point a rank reads the counter
-// before it claims (an add of 0), and waits for both round trips to the store; otherwise its
-// next claim travels while it trains the batch before (next() starts it), so that it waits for
-// none.
+// fastest rank, which claims until none is left, and a rank that claimed nothing for
+// kMaxPeriodsWithout periods in a row, which takes one in the next (its speed stays measured).
+// Near that point a rank reads the counter before it claims (an add of 0), and waits for both
+// round trips to the store; otherwise its next claim travels while it trains the batch before
+// (next() starts it), so that it waits for none but a period's first.
 //
 // Which rank trains which batch depends on timing: unlike a fixed split, a run is not
 // reproducible bit for bit (the replicas are still equal after every outer step).
@@ -21,7 +22,8 @@
 // a period's key two periods later (every rank is then past it: the outer step between needs
 // all of them) and the last ones in finish().
 //
-// Example (given: ringtorch::ProcessGroup& group, ringtorch::LocalSgd& local, int64_t periods, const std::function<int64_t(int64_t)>& train_batch):
+// Example (given: ringtorch::ProcessGroup& group, ringtorch::LocalSgd& local, int64_t periods, const
+// std::function<int64_t(int64_t)>& train_batch):
 //   // train_batch(b): an inner step on the period's batch b; returns its samples
 //   ringtorch::BatchClaims claims(group);
 //   for (int64_t period = 0; period < periods; ++period) {
@@ -29,20 +31,21 @@
 //     while (std::optional<int64_t> batch = claims.next()) local.record_inner_step(train_batch(*batch));
 //     local.outer_step();
 //   }
+//   local.synchronize();
 //   claims.finish();
 //
-// Thread-safety: one thread per rank, which calls all of it; next() leaves a claim in flight on a
-// thread of its own until the following next() (or finish()). Every rank calls begin_period()
-// the same number of times.
+// Thread-safety: one thread per rank, which calls all of it; next() may leave a claim in flight on
+// a detached thread of its own, which owns copies of the store and the key. Every rank calls
+// begin_period() the same number of times.
 #pragma once
+
+#include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
 #include <future>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <c10/util/intrusive_ptr.h>
 
 #include <ringtorch/process_group.h>
 
@@ -61,6 +64,13 @@ class BatchClaims {
  public:
   // A collective of `group` (rank 0 draws the run's key and broadcasts it).
   explicit BatchClaims(ProcessGroup& group);
+  BatchClaims(const BatchClaims&) = delete;
+  BatchClaims& operator=(const BatchClaims&) = delete;
+
+  // A rank that claimed nothing for this many periods in a row takes the first batch it can in
+  // the next, so that its speed stays measured (a rank far slower than the others would
+  // otherwise never claim, and its weight never change).
+  static constexpr int kMaxPeriodsWithout = 3;  // within every 4 periods, the balancer's interval
 
   // Starts the next period: `batches` batches (>= 0), `weights` the ranks' speeds (one per rank,
   // >= 0, any scale; the fastest claims to the end: the largest weight, the lowest rank among
@@ -68,31 +78,35 @@ class BatchClaims {
   void begin_period(int64_t batches, const std::vector<double>& weights);
   // The next batch of the period for this rank to train, in [0, batches), or nullopt: the
   // period is over for this rank (it stays over until begin_period()). Store failures throw
-  // PeerLostError naming the rank, the period and the store.
+  // PeerLostError naming the rank, the period and the store; a claim made ahead that takes
+  // longer than the group's timeout throws TimeoutError.
   std::optional<int64_t> next();
   // Rank 0 deletes the keys left: call it when every rank is past the last period (after the
-  // outer step that followed it).
+  // outer step that followed it has completed: with overlap_steps, after LocalSgd::synchronize()).
   void finish();
 
   int64_t claimed() const { return claimed_; }  // this period's batches this rank took
 
  private:
-  int64_t add(int64_t value);
+  int64_t add(int64_t value);  // on this period's counter, on this thread
+  void claim_ahead();          // add(1) on a thread of its own, into ahead_
+  int64_t claimed_ahead();     // ahead_'s result, waited for up to the group's timeout
   void delete_period(int64_t period);
   std::string key(int64_t period) const;
 
   ProcessGroup& group_;
   c10::intrusive_ptr<c10d::Store> store_;
-  std::string run_;        // the run's part of every key
-  int64_t period_ = -1;    // the current period's number, from 0
-  int64_t batches_ = 0;    // in it
+  std::string run_;      // the run's part of every key
+  int64_t period_ = -1;  // the current period's number, from 0
+  int64_t batches_ = 0;  // in it
   double others_per_mine_ = 1;
   bool fastest_ = false;
   bool over_ = true;
   int64_t expected_left_ = 0;  // batches left when this rank's last claim is trained, as expected
   int64_t claimed_ = 0;
-  // The claim made while the last batch trained (its add() runs on a thread of its own; this
-  // rank's thread reads nothing it writes until get()); next() returns nullopt only without one.
+  int periods_without_ = 0;  // periods in a row before this one in which this rank claimed nothing
+  // The claim made while the last batch trained, on a detached thread that shares nothing with
+  // this object (claim_ahead()); next() returns nullopt only without one.
   std::future<int64_t> ahead_;
 };
 

@@ -88,4 +88,12 @@ if out=$("$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 120 bash
 fi
 grep -q "rank 1 was told to split the global batch of 128 as 64/64, rank 0 to split the global batch of 128 as 96/32" \
   <<<"$out" || { echo "$out"; echo "FAILED: different weights per rank not named"; exit 1; }
+# auto on rank 0, dynamic on rank 1: the balancer's own checks cannot tell them apart.
+printf '%s\n' '[ "$LOCAL_RANK" = 0 ] && exec "$@" --balance auto; exec "$@" --balance dynamic' >"$dir/per_rank_mode.sh"
+if out=$("$ringrun" --standalone --nproc_per_node 2 --use_env --timeout 120 bash "$dir/per_rank_mode.sh" "$ringtrain" \
+  --progress off --model mlp --epochs 1 --max-train-samples 256 --local-steps 2 2>&1); then
+  echo "$out"; echo "FAILED: ranks given auto and dynamic trained"; exit 1
+fi
+grep -q "rank 1 was told --balance dynamic, rank 0 --balance auto" <<<"$out" ||
+  { echo "$out"; echo "FAILED: auto against dynamic not named"; exit 1; }
 echo "ringtrain --balance: OK"

@@ -99,6 +99,34 @@ TEST(BatchClaims, ASlowRankLeavesTheLastBatchesToTheFastest) {
   }
 }
 
+// Rank 1 at a twentieth of rank 0's speed, 8 batches a period: it would never claim one. After
+// kMaxPeriodsWithout periods without, it takes the first batch of the next, so that its speed
+// stays measured; then it stops again.
+TEST(BatchClaims, ARankThatClaimedNothingForPeriodsTakesOne) {
+  const int periods = BatchClaims::kMaxPeriodsWithout + 2;
+  std::vector<std::vector<int64_t>> rank1(periods);
+  on_thread_ranks(2, [&](ProcessGroup& group) {
+    BatchClaims claims(group);
+    for (int p = 0; p < periods; ++p) {
+      claims.begin_period(8, {20.0, 1.0});
+      if (group.rank() == 1) {
+        if (std::optional<int64_t> batch = claims.next()) rank1[static_cast<size_t>(p)].push_back(*batch);
+      }
+      group.barrier();
+      while (std::optional<int64_t> batch = claims.next()) {
+        if (group.rank() == 1) rank1[static_cast<size_t>(p)].push_back(*batch);
+      }
+      group.barrier();
+    }
+    claims.finish();
+  });
+  for (int p = 0; p < periods; ++p) {
+    const std::vector<int64_t> expected =
+        p == BatchClaims::kMaxPeriodsWithout ? std::vector<int64_t>{0} : std::vector<int64_t>{};
+    EXPECT_EQ(rank1[static_cast<size_t>(p)], expected) << "period " << p;
+  }
+}
+
 TEST(BatchClaims, BadPeriodsAreRefusedWithTheRank) {
   on_thread_ranks(2, [&](ProcessGroup& group) {
     BatchClaims claims(group);
