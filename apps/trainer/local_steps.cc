@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 #include <optional>
-#include <utility>
 
 #include <ringtorch/error.h>
 #include <ringtorch/str_cat.h>
