@@ -69,7 +69,8 @@ run killed --kill-node 2 --after-epoch 1
 [ $code -eq 0 ] || { cat "$work/killed.log"; fail "the run with a killed node exited $code"; }
 grep -q "compose_cluster: .*killed node2 (docker kill) after rank 0 reported epoch 1" "$work/killed.log" || fail "no kill"
 grep -q "compose_cluster: .*the other nodes go on at world size 2" "$work/killed.log" || fail "the others did not go on at world size 2"
-grep -q "recovered in process at epoch 2 .* with world size 2" "$work/killed.log" || fail "no in-process recovery at world size 2"
+# Epoch 1 or 2: see the race described at the left-dead run below.
+grep -qE "recovered in process at epoch [12] step [0-9]+ with world size 2" "$work/killed.log" || fail "no in-process recovery at world size 2"
 grep -q "compose_cluster: .*node2 rejoined: generation [0-9]*, world size 3" "$work/killed.log" || fail "node2 did not rejoin"
 killed_accuracy=$(accuracy "$work/killed.log")
 /usr/bin/python3 -c "import sys; sys.exit(abs($killed_accuracy - $full_accuracy) > 0.04)" ||
@@ -83,8 +84,13 @@ run left-dead --kill-node 0 --after-epoch 2 --no-restart
 [ $code -eq 0 ] || { cat "$work/left-dead.log"; fail "the run with a node left dead exited $code"; }
 grep -q "compose_cluster: .*node0 killed node1 exit 0 node2 exit 0; node0 not started again (--no-restart)" "$work/left-dead.log" ||
   fail "no summary of a node left dead"
-sed -n '/killed node0/,$p' "$work/left-dead.log" | grep -q '^\[node1\] \[rank 0\]: recovered in process at epoch 3 .* with world size 2' ||
+# The kill follows rank 0's epoch-2 line, which train() prints before it evaluates and commits
+# the epoch's end: a kill in between leaves the survivors at the last commit inside epoch 2, a
+# later one at epoch 3's start. Either is right; the check is that node1's worker is rank 0.
+sed -n '/killed node0/,$p' "$work/left-dead.log" | grep -qE '^\[node1\] \[rank 0\]: recovered in process at epoch [23] step [0-9]+ with world size 2' || {
+  cat "$work/left-dead.log"
   fail "node1's worker did not recover as rank 0"
+}
 final_line_of "$work/left-dead.log" | grep -q '^{.*"world_size":2' || fail "the job did not end at world size 2"
 echo "node0 left dead: node1 took rank 0, the job ended at world size 2, accuracy $(accuracy "$work/left-dead.log")"
 nothing_left "the left-dead run"
