@@ -183,7 +183,8 @@ class ProcessGroup {
   // The store the group was made over, under the prefix "shared/": for small coordination
   // between its ranks beside the collectives (BatchClaims' counters), with keys of the caller's
   // choosing; the group's own keys live elsewhere in it. Its calls block on the store's host,
-  // with the store's own timeout. Thread-safe as the store is (c10d's and ringtorch's are).
+  // with the store's own timeout. Thread-safe as the store is (c10d's and ringtorch's are). Each
+  // subgroup has its own; on a rank that is not a member it throws InvalidArgumentError.
   c10::intrusive_ptr<c10d::Store> store() const;
 
  private:

@@ -118,10 +118,11 @@ case_in_process() {
 }
 
 # --- in-process recovery with local steps (--local-steps): a node lost inside a period ------------
-# Every outer step commits, so the survivors go on from the last outer step's parameters.
+# Every outer step commits, so the survivors go on from the last outer step's parameters. With
+# --balance dynamic, so that the batch claims (batch_claims.h) start again over the new group.
 case_in_process_local_steps() {
   local local_steps=("$ringtrain" --model lenet --max-train-samples 12800 --batch-size 32 --epochs 3 --log-interval 0
-    --progress off --elastic in-process --local-steps 8)
+    --progress off --elastic in-process --local-steps 8 --balance dynamic)
   elastic_nodes l 3 --nnodes 2:3 --max_restarts 1 --run_id inproc_local --rdzv_endpoint "$store" -- "${local_steps[@]}"
   wait_for_line l0 "Test accuracy"
   kill_node l2
@@ -129,6 +130,7 @@ case_in_process_local_steps() {
   expect_line l0 "recovered in process at epoch [0-9]* step [0-9]* with world size 2"
   expect_line l0 '"world_size":2'
   expect_line l0 '"local_steps":{'
+  expect_line l0 '"balance":"dynamic"'
   lost=$(grep -o 'lost a peer at step [0-9]* (last commit: step [0-9]*)' "$dir/l0.log" | head -n 1)
   [ -n "$lost" ] || fail "node 0 did not say where it lost its peer"
   read -r at committed < <(sed 's/lost a peer at step \([0-9]*\) (last commit: step \([0-9]*\))/\1 \2/' <<<"$lost")
@@ -136,7 +138,7 @@ case_in_process_local_steps() {
   grep -o '"parameter_checksums":\[[^]]*\]' "$dir/l0.log" | tail -n 1 |
     /usr/bin/python3 -c 'import json,sys; c=json.loads("{"+sys.stdin.read()+"}")["parameter_checksums"]; sys.exit(len(set(c)) != 1)' ||
     fail "the ranks' parameters differ after the in-process recovery with local steps"
-  echo "elastic$where in-process with local steps: node 2 lost ($lost): went on from the last outer step at world size 2"
+  echo "elastic$where in-process with local steps and --balance dynamic: node 2 lost ($lost): went on from the last outer step at world size 2"
 }
 
 # (a) to (f), in this order: (f) reuses the run id (a) finished.

@@ -11,7 +11,8 @@
 #   (f) a run id reused after a finished job: the new job runs, two generations on;
 #   node 0 hosting a tcp:// store killed: the other ends, naming the store and redis://;
 #   in-process recovery: a node lost, then one admitted, without restarting a worker; with
-#   --local-steps, a node lost inside a period: the survivors go on from the last outer step.
+#   --local-steps and --balance dynamic, a node lost inside a period: the survivors go on from
+#   the last outer step.
 # The same plan across network namespaces over redis://: tests/apps/elastic_netns_test.sh.
 #   bash tests/apps/elastic_test.sh RINGRUN RINGTRAIN
 set -euo pipefail

@@ -585,5 +585,39 @@ TEST(Trainer, DynamicBalanceTrainsEveryBatchOnce) {
   EXPECT_GT(reports[0].test_accuracy, 0.5);
 }
 
+// --balance dynamic resumed from a checkpoint taken at an outer step inside the second epoch:
+// the resume trains exactly the batches left after it (claimed afresh over a new run's counters),
+// and the replicas agree. Not the uninterrupted run's weights: who trains which batch depends on
+// timing (batch_claims.h).
+TEST(Trainer, DynamicBalanceResumedTrainsWhatIsLeft) {
+  const testing::TempDir temp;
+  const std::string dir = temp.file("checkpoints");
+  auto run = [&](bool resume) {
+    return train_two_thread_ranks([&](TrainerOptions& o) {
+      o.epochs = 2;
+      o.max_train_samples = 1280;  // 20 batches of 64 an epoch: periods of 6, 6, 6 and 2
+      o.threads = 1;
+      o.local_steps = 3;
+      o.balance = "dynamic";
+      o.checkpoint_dir = dir;
+      o.checkpoint_every_steps = 1;  // every outer step
+      o.resume = resume;
+    });
+  };
+  const auto whole = run(false);
+  EXPECT_EQ(whole[0].outer_steps, 8);
+  // Saved at outer steps 1-8; the newest three are kept. Without 7 and 8 the resume starts at
+  // outer step 6, two periods (12 batches) into epoch 2: 8 batches of 64 are left.
+  remove_checkpoints(dir, {7, 8});
+  const auto resumed = run(true);
+  EXPECT_EQ(resumed[0].epoch_seconds.size(), 1u);
+  EXPECT_EQ(resumed[0].outer_steps, 8);  // counted on from the checkpoint's 6
+  ASSERT_EQ(resumed[0].parameter_checksums.size(), 2u);
+  EXPECT_EQ(resumed[0].parameter_checksums[0], resumed[0].parameter_checksums[1]);
+  int64_t samples = 0;
+  for (const auto& rank : nlohmann::json::parse(resumed[0].ranks_json)) samples += rank.at("samples").get<int64_t>();
+  EXPECT_EQ(samples, 8 * 64) << resumed[0].ranks_json;
+}
+
 }  // namespace
 }  // namespace ringtorch

@@ -453,6 +453,19 @@ TEST(ProcessGroup, SubgroupsHaveTheirOwnContextAndRefuseOutsiders) {
       EXPECT_NE(std::string(e.what()).find(group.rank() % 2 == 0 ? "(ranks 1, 3)" : "(ranks 0, 2)"), std::string::npos)
           << e.what();
     }
+    // store(): one per group, shared by its members only; an outsider is refused.
+    mine->store()->add("count", 1);
+    group.store()->add("count", 1);
+    group.barrier();
+    EXPECT_EQ(mine->store()->add("count", 0), 2);
+    EXPECT_EQ(group.store()->add("count", 0), 4);
+    try {
+      other->store();
+      ADD_FAILURE() << "an outsider got a subgroup's store";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("store(): this rank is not a member of group"), std::string::npos)
+          << e.what();
+    }
     group.barrier();
   });
 }
