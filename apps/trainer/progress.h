@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 namespace ringtorch {
@@ -29,17 +30,21 @@ class ProgressReporter {
 
   // `samples` counts all ranks' samples of this epoch.
   void begin_epoch(int64_t epoch, int epochs, int64_t samples);
-  // After each batch: `done` samples of all ranks so far this epoch, this rank's batch count.
-  void update(int64_t done, int64_t batches, double loss);
+  // After each batch (with --local-steps, each period): `done` samples of all ranks so far this
+  // epoch, this rank's batch count, the loss of its latest batch (nullopt before its first this
+  // epoch: with --balance dynamic a rank may train none of a period's batches). Lines come each
+  // time the batch count passes a multiple of log_interval.
+  void update(int64_t done, int64_t batches, std::optional<double> loss);
   void end_epoch();
 
  private:
-  void draw(int64_t done, double loss);
+  void draw(int64_t done, std::optional<double> loss);
 
   std::FILE* out_;
   ProgressStyle style_;
   int log_interval_;
   int64_t epoch_ = 0, epochs_ = 0, samples_ = 0;
+  int64_t logged_batches_ = 0;  // the batch count at the last line
   std::chrono::steady_clock::time_point started_, drawn_;
   bool bar_open_ = false;
 };

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include <ringtorch/checkpoint.h>
 #include <ringtorch/error.h>
@@ -112,6 +113,7 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
   outcome.epoch = epoch;
   double loss_sum = 0, loss_by_sample = 0;
   int64_t trained_batches = 0;
+  std::optional<double> latest_loss;  // this rank's, for the progress line
   const auto parameters = run.model.module().parameters();
   const at::Tensor last_parameter = parameters.empty() ? at::Tensor() : parameters.back();
   for (int64_t step = 0; step < steps; ++step) {
@@ -153,7 +155,8 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
     s.last_in_epoch = step + 1 == steps;
     s.samples_done = batches.trained_after(step + 1);
     ++run.progress.step;  // the job's optimizer steps, for checkpoints
-    if (s.trained) reporter.update(s.samples_done, trained_batches, s.loss);
+    if (s.trained && s.inner_steps > 0) latest_loss = s.loss;
+    if (s.trained) reporter.update(s.samples_done, trained_batches, latest_loss);
     for (auto& part : parts) part->on_step_end(run, s);
   }
   reporter.end_epoch();
@@ -170,6 +173,10 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
   const double rank_loss = trained_batches ? loss_sum / static_cast<double>(trained_batches) : 0;
   if (outcome.times.samples == 0 && !run.trains()) {
     std::printf("Rank %d, Epoch [%lld/%d]: sat out\n", run.rank, (long long)epoch + 1, run.options.epochs);
+  } else if (trained_batches == 0) {
+    // --balance dynamic: a rank far slower than the others may claim none of an epoch's batches.
+    std::printf("Rank %d, Epoch [%lld/%d], no batch trained here (the other ranks claimed them all)\n", run.rank,
+                (long long)epoch + 1, run.options.epochs);
   } else {
     std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f", run.rank, (long long)epoch + 1, run.options.epochs, rank_loss);
     if (run.local_sgd) std::printf(", inner steps: %lld", (long long)outcome.times.steps);

@@ -125,6 +125,33 @@ TEST(Progress, LinesEveryLogIntervalAndAutoIsLinesOffATerminal) {
   std::fclose(f);
 }
 
+// With --local-steps the batch count moves a period at a time: a line each time it passes a
+// multiple of the interval, none twice for one count; before this rank's first batch of the
+// epoch (--balance dynamic: the others claimed the period's) the loss shows as "-".
+TEST(Progress, LinesWhenTheCountPassesAMultipleAndADashBeforeAnyLoss) {
+  std::FILE* f = std::tmpfile();
+  ProgressReporter lines(f, ProgressStyle::kLines, 10);
+  lines.begin_epoch(0, 1, 1000);
+  lines.update(100, 0, std::nullopt);  // a period this rank trained nothing of
+  lines.update(200, 16, 0.5);
+  lines.update(300, 16, 0.5);  // another period without a batch of its own: the same count
+  lines.update(400, 32, 0.25);
+  lines.end_epoch();
+  ProgressReporter bar(f, ProgressStyle::kBar, 10);
+  bar.begin_epoch(0, 1, 1000);
+  bar.update(100, 0, std::nullopt);
+  bar.end_epoch();
+  const std::string text = read_back(f);
+  EXPECT_EQ(text.find("100/1000 samples"), std::string::npos) << text;
+  EXPECT_NE(text.find("200/1000 samples, "), std::string::npos) << text;
+  EXPECT_NE(text.find("loss 0.5000\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("300/1000 samples"), std::string::npos) << text;
+  EXPECT_NE(text.find("400/1000 samples, "), std::string::npos) << text;
+  EXPECT_NE(text.find("\repoch 1/1 [##..................]  10%  100/1000"), std::string::npos) << text;
+  EXPECT_NE(text.find("loss -\033[K\n"), std::string::npos) << text;
+  std::fclose(f);
+}
+
 // Page faults of a round that allocates three 12 MiB blocks, writes them and frees them.
 long faults_of_a_round_of_large_blocks() {
   constexpr size_t kBlock = size_t{12} << 20;
