@@ -34,14 +34,15 @@
 //   local.synchronize();
 //   claims.finish();
 //
-// Thread-safety: one thread per rank, which calls all of it; next() may leave a claim in flight on
-// a detached thread of its own, which owns copies of the store and the key. Every rank calls
-// begin_period() the same number of times.
+// Thread-safety: one thread per rank, which calls all of it; each call on the store runs on a
+// detached thread of its own, which owns copies of the store and the key, and next() may leave
+// one in flight. Every rank calls begin_period() the same number of times.
 #pragma once
 
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <optional>
 #include <string>
@@ -78,8 +79,9 @@ class BatchClaims {
   void begin_period(int64_t batches, const std::vector<double>& weights);
   // The next batch of the period for this rank to train, in [0, batches), or nullopt: the
   // period is over for this rank (it stays over until begin_period()). Store failures throw
-  // PeerLostError naming the rank, the period and the store; a claim made ahead that takes
-  // longer than the group's timeout throws TimeoutError.
+  // PeerLostError naming the rank, the period and the store; a store call that takes longer
+  // than the group's timeout throws TimeoutError (the call is left to end on its own thread).
+  // finish() and begin_period() (rank 0 deletes old counters) throw alike.
   std::optional<int64_t> next();
   // Rank 0 deletes the keys left: call it when every rank is past the last period (after the
   // outer step that followed it has completed: with overlap_steps, after LocalSgd::synchronize()).
@@ -88,9 +90,14 @@ class BatchClaims {
   int64_t claimed() const { return claimed_; }  // this period's batches this rank took
 
  private:
-  int64_t add(int64_t value);  // on this period's counter, on this thread
-  void claim_ahead();          // add(1) on a thread of its own, into ahead_
-  int64_t claimed_ahead();     // ahead_'s result, waited for up to the group's timeout
+  // Every call on the counters runs on a detached thread of its own, which owns copies of the
+  // store and the key, and is waited for no longer than the group's timeout: a store whose host
+  // hangs cannot hold a rank past --timeout, nor an error wait for the call.
+  int64_t add(int64_t value);                     // on this period's counter, waited for
+  std::future<int64_t> add_async(int64_t value);  // the same, not waited for
+  std::future<int64_t> on_own_thread(std::function<int64_t(c10d::Store&)> call, std::string what, std::string site);
+  // The call's result; throws TimeoutError after the group's timeout, or the call's PeerLostError.
+  int64_t wait(std::future<int64_t> call, const std::string& what, const std::string& site) const;
   void delete_period(int64_t period);
   std::string key(int64_t period) const;
 
@@ -105,8 +112,8 @@ class BatchClaims {
   int64_t expected_left_ = 0;  // batches left when this rank's last claim is trained, as expected
   int64_t claimed_ = 0;
   int periods_without_ = 0;  // periods in a row before this one in which this rank claimed nothing
-  // The claim made while the last batch trained, on a detached thread that shares nothing with
-  // this object (claim_ahead()); next() returns nullopt only without one.
+  // The claim made while the last batch trained (add_async()); next() returns nullopt only
+  // without one.
   std::future<int64_t> ahead_;
 };
 

@@ -2,7 +2,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
+#include <string>
 #include <thread>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
@@ -14,16 +16,9 @@
 namespace ringtorch {
 namespace {
 
-// One add on the counter `key`; a store failure becomes PeerLostError naming the rank and period.
-int64_t add_to(c10d::Store& store, const std::string& key, int64_t value, int rank, int64_t period) {
-  try {
-    return store.add(key, value);
-  } catch (const std::exception& e) {
-    throw PeerLostError(
-        str_cat("rank ", rank, ": claiming a batch of period ", period, " from the group's store failed: ", e.what()),
-        FailureSite{rank, -1, "store add " + key});
-  }
-}
+// What a failed call on the counters was doing, for its error.
+std::string claiming(int64_t period) { return str_cat("claiming a batch of period ", period); }
+std::string deleting(int64_t period) { return str_cat("deleting the batch counter of period ", period); }
 
 }  // namespace
 
@@ -83,7 +78,8 @@ std::optional<int64_t> BatchClaims::next() {
     over_ = true;
     return std::nullopt;
   }
-  const int64_t batch = (ahead_.valid() ? claimed_ahead() : add(1)) - 1;
+  const int64_t batch =
+      (ahead_.valid() ? wait(std::move(ahead_), claiming(period_), str_cat("store add ", key(period_))) : add(1)) - 1;
   if (batch >= batches_) {
     over_ = true;
     return std::nullopt;
@@ -94,7 +90,7 @@ std::optional<int64_t> BatchClaims::next() {
   // The next claim travels while this batch trains, where it is sure to be made: on the fastest
   // rank always, on another while far from the end. A round trip to the store's host costs about
   // a millisecond on a busy machine (docs/benchmarks.md), a tenth of a small model's step.
-  if (fastest_ || static_cast<double>(expected_left_) >= 2 * others_per_mine_ + 1) claim_ahead();
+  if (fastest_ || static_cast<double>(expected_left_) >= 2 * others_per_mine_ + 1) ahead_ = add_async(1);
   return batch;
 }
 
@@ -104,43 +100,50 @@ void BatchClaims::finish() {
   for (int64_t period = std::max<int64_t>(0, period_ - 1); period <= period_; ++period) delete_period(period);
 }
 
-int64_t BatchClaims::add(int64_t value) { return add_to(*store_, key(period_), value, group_.rank(), period_); }
-
-// A thread of its own that owns copies of what it uses, so that neither this object's end nor an
-// error that leaves the period waits for it (its add is bounded by the store's own timeout).
-void BatchClaims::claim_ahead() {
-  std::promise<int64_t> promise;
-  ahead_ = promise.get_future();
-  std::thread([store = store_, key = key(period_), rank = group_.rank(), period = period_,
-               promise = std::move(promise)]() mutable {
-    try {
-      promise.set_value(add_to(*store, key, 1, rank, period));
-    } catch (...) {
-      promise.set_exception(std::current_exception());
-    }
-  }).detach();
+int64_t BatchClaims::add(int64_t value) {
+  return wait(add_async(value), claiming(period_), str_cat("store add ", key(period_)));
 }
 
-int64_t BatchClaims::claimed_ahead() {
-  std::future<int64_t> ahead = std::move(ahead_);
-  if (ahead.wait_for(group_.timeout()) != std::future_status::ready) {
-    throw TimeoutError(str_cat("rank ", group_.rank(), ": claiming a batch of period ", period_,
-                               " from the group's store took longer than the group's timeout (",
-                               format_duration_ms(group_.timeout().count()),
+std::future<int64_t> BatchClaims::add_async(int64_t value) {
+  return on_own_thread([key = key(period_), value](c10d::Store& store) { return store.add(key, value); },
+                       claiming(period_), str_cat("store add ", key(period_)));
+}
+
+// A thread of its own that owns copies of what it uses, so that neither this object's end nor an
+// error that leaves the period waits for it; the caller waits for its result no longer than the
+// group's timeout (wait()), whatever the store's own timeout (300 s for Redis by default).
+std::future<int64_t> BatchClaims::on_own_thread(std::function<int64_t(c10d::Store&)> call, std::string what,
+                                                std::string site) {
+  std::promise<int64_t> promise;
+  std::future<int64_t> result = promise.get_future();
+  std::thread([store = store_, call = std::move(call), what = std::move(what), site = std::move(site),
+               rank = group_.rank(), promise = std::move(promise)]() mutable {
+    try {
+      promise.set_value(call(*store));
+    } catch (const std::exception& e) {
+      promise.set_exception(std::make_exception_ptr(
+          PeerLostError(str_cat("rank ", rank, ": ", what, " from the group's store failed: ", e.what()),
+                        FailureSite{rank, -1, site})));
+    }
+  }).detach();
+  return result;
+}
+
+int64_t BatchClaims::wait(std::future<int64_t> call, const std::string& what, const std::string& site) const {
+  if (call.wait_for(group_.timeout()) != std::future_status::ready) {
+    throw TimeoutError(str_cat("rank ", group_.rank(), ": ", what, " from the group's store took longer than the ",
+                               "group's timeout (", format_duration_ms(group_.timeout().count()),
                                "): is the store's host overloaded or gone? (raise --timeout)"),
-                       FailureSite{group_.rank(), -1, "store add " + key(period_)});
+                       FailureSite{group_.rank(), -1, site});
   }
-  return ahead.get();
+  return call.get();
 }
 
 void BatchClaims::delete_period(int64_t period) {
-  try {
-    store_->deleteKey(key(period));
-  } catch (const std::exception& e) {
-    throw PeerLostError(
-        str_cat("rank 0: deleting the batch counter of period ", period, " from the group's store failed: ", e.what()),
-        FailureSite{0, -1, "store delete " + key(period)});
-  }
+  const std::string site = str_cat("store delete ", key(period));
+  wait(on_own_thread([key = key(period)](c10d::Store& store) { return int64_t{store.deleteKey(key)}; },
+                     deleting(period), site),
+       deleting(period), site);
 }
 
 }  // namespace ringtorch

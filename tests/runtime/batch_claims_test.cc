@@ -4,8 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
+#include <string>
+#include <thread>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <vector>
 
 #include <ringtorch/batch_claims.h>
@@ -17,6 +22,58 @@ namespace ringtorch {
 namespace {
 
 using testing::on_thread_ranks;
+
+// An in-memory store whose add and deleteKey on the batch counters ("claims/" keys) block from
+// hold() until release(), as a store whose host stopped answering would; the rest answers.
+class StallingStore : public c10d::Store {
+ public:
+  void hold() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = true;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    held_ = false;
+    released_.notify_all();
+  }
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { inner_->set(key, value); }
+  std::vector<uint8_t> compareSet(const std::string& key, const std::vector<uint8_t>& expected,
+                                  const std::vector<uint8_t>& desired) override {
+    return inner_->compareSet(key, expected, desired);
+  }
+  std::vector<uint8_t> get(const std::string& key) override { return inner_->get(key); }
+  int64_t add(const std::string& key, int64_t value) override {
+    stall(key);
+    const int64_t result = inner_->add(key, value);
+    if (key.find("claims/") != std::string::npos) ++answered_adds_;
+    return result;
+  }
+  int answered_adds() const { return answered_adds_.load(); }  // on the counters
+  bool deleteKey(const std::string& key) override {
+    stall(key);
+    return inner_->deleteKey(key);
+  }
+  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
+  int64_t getNumKeys() override { return inner_->getNumKeys(); }
+  void wait(const std::vector<std::string>& keys) override { inner_->wait(keys); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    inner_->wait(keys, timeout);
+  }
+
+ private:
+  void stall(const std::string& key) {
+    if (key.find("claims/") == std::string::npos) return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    released_.wait(lock, [&] { return !held_; });
+  }
+
+  const c10::intrusive_ptr<c10d::Store> inner_ = c10::make_intrusive<c10d::HashStore>();
+  std::mutex mutex_;
+  std::condition_variable released_;
+  bool held_ = false;
+  std::atomic<int> answered_adds_{0};
+};
 
 TEST(BatchClaims, ARankClaimsWhileTheOthersCouldNotFinishFirst) {
   // Two others at its speed: it stops when fewer than 2 are left; the fastest takes the last.
@@ -124,6 +181,48 @@ TEST(BatchClaims, ARankThatClaimedNothingForPeriodsTakesOne) {
     const std::vector<int64_t> expected =
         p == BatchClaims::kMaxPeriodsWithout ? std::vector<int64_t>{0} : std::vector<int64_t>{};
     EXPECT_EQ(rank1[static_cast<size_t>(p)], expected) << "period " << p;
+  }
+}
+
+// The store stops answering mid-period. Rank 0 (the fastest) had its next claim in flight (made
+// ahead), rank 1 (four times slower, 8 batches: near the end from the start) reads the counter
+// before it claims: both stop with TimeoutError after the group's timeout, naming the rank, the
+// period and --timeout, instead of waiting for the store's own timeout (here: never).
+TEST(BatchClaims, AStoreThatStopsAnsweringEndsTheWaitAtTheGroupsTimeout) {
+  auto store = c10::make_intrusive<StallingStore>();
+  std::vector<std::string> errors(2);
+  testing::on_thread_ranks_with_options(
+      2, [](int) { return ProcessGroupOptions{}; },
+      [&](ProcessGroup& group) {
+        BatchClaims claims(group);
+        claims.begin_period(8, {4.0, 1.0});
+        if (group.rank() == 0) {
+          EXPECT_EQ(claims.next(), std::optional<int64_t>(0));  // its claim of batch 1 made ahead, answered
+        }
+        group.barrier();
+        if (group.rank() == 0) {
+          while (store->answered_adds() < 2) std::this_thread::yield();  // batch 0's claim and the one made ahead
+          store->hold();
+          EXPECT_EQ(claims.next(), std::optional<int64_t>(1));  // its claim of batch 2 made ahead: held
+        }
+        group.barrier();
+        try {
+          claims.next();
+          ADD_FAILURE() << "rank " << group.rank() << ": a claim from a store that does not answer returned";
+        } catch (const TimeoutError& e) {
+          errors[static_cast<size_t>(group.rank())] = e.what();
+        }
+      },
+      std::chrono::milliseconds(1500), store);
+  store->release();
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string& e = errors[static_cast<size_t>(rank)];
+    EXPECT_NE(e.find("rank " + std::to_string(rank) +
+                     ": claiming a batch of period 0 from the group's store took "
+                     "longer than the group's timeout (1.5 s)"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("(raise --timeout)"), std::string::npos) << e;
   }
 }
 

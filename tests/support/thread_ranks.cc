@@ -22,8 +22,9 @@ void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body, std:
 }
 
 void on_thread_ranks_with_options(int n, const std::function<ProcessGroupOptions(int rank)>& options_of_rank,
-                                  const std::function<void(ProcessGroup&)>& body, std::chrono::milliseconds timeout) {
-  auto store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
+                                  const std::function<void(ProcessGroup&)>& body, std::chrono::milliseconds timeout,
+                                  c10::intrusive_ptr<c10d::Store> store) {
+  if (!store) store = c10::make_intrusive<DeadlineStore>(c10::make_intrusive<c10d::HashStore>(), "memory", timeout);
   std::vector<std::thread> threads;
   std::vector<std::exception_ptr> errors(n);
   for (int r = 0; r < n; ++r) {

@@ -19,9 +19,11 @@ void on_thread_ranks(int n, const std::function<void(ProcessGroup&)>& body,
                      const std::vector<std::string>& host_identities = {});  // per rank, when given
 
 // The same with each rank's own options (a group whose ranks were configured differently);
-// `timeout` replaces each one's timeout.
+// `timeout` replaces each one's timeout. Over `store` where given (a store that misbehaves),
+// else over a new in-memory one.
 void on_thread_ranks_with_options(int n, const std::function<ProcessGroupOptions(int rank)>& options_of_rank,
                                   const std::function<void(ProcessGroup&)>& body,
-                                  std::chrono::milliseconds timeout = std::chrono::milliseconds(30000));
+                                  std::chrono::milliseconds timeout = std::chrono::milliseconds(30000),
+                                  c10::intrusive_ptr<c10d::Store> store = {});
 
 }  // namespace ringtorch::testing
