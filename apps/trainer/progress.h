@@ -31,9 +31,10 @@ class ProgressReporter {
   // `samples` counts all ranks' samples of this epoch.
   void begin_epoch(int64_t epoch, int epochs, int64_t samples);
   // After each batch (with --local-steps, each period): `done` samples of all ranks so far this
-  // epoch, this rank's batch count, the loss of its latest batch (nullopt before its first this
-  // epoch: with --balance dynamic a rank may train none of a period's batches). Lines come each
-  // time the batch count passes a multiple of log_interval.
+  // epoch, this rank's batch count, the loss of its latest batch (with --local-steps, the mean of
+  // its latest period's; nullopt before its first this epoch: with --balance dynamic a rank may
+  // train none of a period's batches). Lines come each time the batch count passes a multiple of
+  // log_interval.
   void update(int64_t done, int64_t batches, std::optional<double> loss);
   void end_epoch();
 

@@ -174,9 +174,10 @@ EpochOutcome train_epoch(TrainingRun& run, BatchPlan& batches, TrainerParts& par
   if (outcome.times.samples == 0 && !run.trains()) {
     std::printf("Rank %d, Epoch [%lld/%d]: sat out\n", run.rank, (long long)epoch + 1, run.options.epochs);
   } else if (trained_batches == 0) {
-    // --balance dynamic: a rank far slower than the others may claim none of an epoch's batches.
-    std::printf("Rank %d, Epoch [%lld/%d], no batch trained here (the other ranks claimed them all)\n", run.rank,
-                (long long)epoch + 1, run.options.epochs);
+    // With --local-steps a rank far slower than the others may train none of an epoch's batches:
+    // it claims none (--balance dynamic), or its weight gives it none of a short epoch's periods.
+    std::printf("Rank %d, Epoch [%lld/%d], no batch trained here%s\n", run.rank, (long long)epoch + 1,
+                run.options.epochs, run.claims ? " (the other ranks claimed them all)" : "");
   } else {
     std::printf("Rank %d, Epoch [%lld/%d], Loss: %.4f", run.rank, (long long)epoch + 1, run.options.epochs, rank_loss);
     if (run.local_sgd) std::printf(", inner steps: %lld", (long long)outcome.times.steps);

@@ -10,7 +10,8 @@
 // claiming when fewer batches are left than the others train in the time it trains one
 // (claims_another(); the speeds are the caller's weights, the same on every rank), except the
 // fastest rank, which claims until none is left, and a rank that claimed nothing for
-// kMaxPeriodsWithout periods in a row, which takes one in the next (its speed stays measured).
+// kMaxPeriodsWithout periods in a row, which asks for one in the next whatever the rule says (its
+// speed stays measured; it gets none when the others took them all before it asked).
 // Near that point a rank reads the counter before it claims (an add of 0), and waits for both
 // round trips to the store; otherwise its next claim travels while it trains the batch before
 // (next() starts it), so that it waits for none but a period's first.
@@ -68,9 +69,10 @@ class BatchClaims {
   BatchClaims(const BatchClaims&) = delete;
   BatchClaims& operator=(const BatchClaims&) = delete;
 
-  // A rank that claimed nothing for this many periods in a row takes the first batch it can in
-  // the next, so that its speed stays measured (a rank far slower than the others would
-  // otherwise never claim, and its weight never change).
+  // A rank that claimed nothing for this many periods in a row asks for a batch in the next
+  // whatever the rule says, so that its speed stays measured (a rank far slower than the others
+  // would otherwise never claim, and its weight never change). One so slow that the others took
+  // every batch before it asked gets none, and asks again in the period after.
   static constexpr int kMaxPeriodsWithout = 3;  // within every 4 periods, the balancer's interval
 
   // Starts the next period: `batches` batches (>= 0), `weights` the ranks' speeds (one per rank,

@@ -118,12 +118,19 @@ std::future<int64_t> BatchClaims::on_own_thread(std::function<int64_t(c10d::Stor
   std::future<int64_t> result = promise.get_future();
   std::thread([store = store_, call = std::move(call), what = std::move(what), site = std::move(site),
                rank = group_.rank(), promise = std::move(promise)]() mutable {
+    // Nothing may leave a detached thread: every failure goes to the waiting rank.
     try {
       promise.set_value(call(*store));
     } catch (const std::exception& e) {
-      promise.set_exception(std::make_exception_ptr(
-          PeerLostError(str_cat("rank ", rank, ": ", what, " from the group's store failed: ", e.what()),
-                        FailureSite{rank, -1, site})));
+      try {
+        promise.set_exception(std::make_exception_ptr(
+            PeerLostError(str_cat("rank ", rank, ": ", what, " from the group's store failed: ", e.what()),
+                          FailureSite{rank, -1, site})));
+      } catch (...) {
+        promise.set_exception(std::current_exception());  // the message could not be made (out of memory)
+      }
+    } catch (...) {
+      promise.set_exception(std::current_exception());
     }
   }).detach();
   return result;

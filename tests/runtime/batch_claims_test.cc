@@ -190,6 +190,11 @@ TEST(BatchClaims, ARankThatClaimedNothingForPeriodsTakesOne) {
 // period and --timeout, instead of waiting for the store's own timeout (here: never).
 TEST(BatchClaims, AStoreThatStopsAnsweringEndsTheWaitAtTheGroupsTimeout) {
   auto store = c10::make_intrusive<StallingStore>();
+  // Released however the test ends, so that the held calls on their threads end too.
+  struct ReleaseAtEnd {
+    StallingStore& store;
+    ~ReleaseAtEnd() { store.release(); }
+  } release_at_end{*store};
   std::vector<std::string> errors(2);
   testing::on_thread_ranks_with_options(
       2, [](int) { return ProcessGroupOptions{}; },
@@ -214,7 +219,6 @@ TEST(BatchClaims, AStoreThatStopsAnsweringEndsTheWaitAtTheGroupsTimeout) {
         }
       },
       std::chrono::milliseconds(1500), store);
-  store->release();
   for (int rank = 0; rank < 2; ++rank) {
     const std::string& e = errors[static_cast<size_t>(rank)];
     EXPECT_NE(e.find("rank " + std::to_string(rank) +
