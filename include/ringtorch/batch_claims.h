@@ -95,8 +95,8 @@ class BatchClaims {
   // Every call on the counters runs on a detached thread of its own, which owns copies of the
   // store and the key, and is waited for no longer than the group's timeout: a store whose host
   // hangs cannot hold a rank past --timeout, nor an error wait for the call.
-  int64_t add(int64_t value);                     // on this period's counter, waited for
-  std::future<int64_t> add_async(int64_t value);  // the same, not waited for
+  std::future<int64_t> add_async(int64_t value);          // on this period's counter
+  int64_t wait_for_add(std::future<int64_t> call) const;  // its result (wait())
   std::future<int64_t> on_own_thread(std::function<int64_t(c10d::Store&)> call, std::string what, std::string site);
   // The call's result; throws TimeoutError after the group's timeout, or the call's PeerLostError.
   int64_t wait(std::future<int64_t> call, const std::string& what, const std::string& site) const;

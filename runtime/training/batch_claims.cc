@@ -52,9 +52,9 @@ void BatchClaims::begin_period(int64_t batches, const std::vector<double>& weigh
   ahead_ = std::future<int64_t>();  // a period left before its end (by an error): its claim is dropped
   ++period_;
   if (group_.rank() == 0 && period_ >= 2) delete_period(period_ - 2);
-  // A rank that claimed nothing for kMaxPeriodsWithout periods takes the first batch it can, so
-  // that its speed keeps being measured (the balancer needs samples from every rank to move the
-  // weights) and a rank that sped up is seen to have.
+  // A rank that claimed nothing for kMaxPeriodsWithout periods asks for a batch whatever the
+  // rule says, so that its speed keeps being measured (the balancer needs samples from every
+  // rank to move the weights) and a rank that sped up is seen to have.
   periods_without_ = claimed_ > 0 || period_ == 0 ? 0 : periods_without_ + 1;
   batches_ = batches;
   claimed_ = 0;
@@ -74,12 +74,11 @@ std::optional<int64_t> BatchClaims::next() {
   const bool overdue = claimed_ == 0 && periods_without_ >= kMaxPeriodsWithout;
   // Far from the end, claim at once: the others cannot have used up the rest since the last claim.
   if (!ahead_.valid() && !fastest_ && !overdue && static_cast<double>(expected_left_) < 2 * others_per_mine_ + 1 &&
-      !claims_another(batches_ - add(0), others_per_mine_, false)) {
+      !claims_another(batches_ - wait_for_add(add_async(0)), others_per_mine_, false)) {
     over_ = true;
     return std::nullopt;
   }
-  const int64_t batch =
-      (ahead_.valid() ? wait(std::move(ahead_), claiming(period_), str_cat("store add ", key(period_))) : add(1)) - 1;
+  const int64_t batch = wait_for_add(ahead_.valid() ? std::move(ahead_) : add_async(1)) - 1;
   if (batch >= batches_) {
     over_ = true;
     return std::nullopt;
@@ -88,8 +87,8 @@ std::optional<int64_t> BatchClaims::next() {
   const double left_then = static_cast<double>(batches_ - batch - 1) - others_per_mine_;
   expected_left_ = static_cast<int64_t>(std::max(0.0, std::floor(left_then)));
   // The next claim travels while this batch trains, where it is sure to be made: on the fastest
-  // rank always, on another while far from the end. A round trip to the store's host costs about
-  // a millisecond on a busy machine (docs/benchmarks.md), a tenth of a small model's step.
+  // rank always, on another while far from the end (a round trip to the store's host is a tenth
+  // of a small model's step: docs/ARCHITECTURE.md).
   if (fastest_ || static_cast<double>(expected_left_) >= 2 * others_per_mine_ + 1) ahead_ = add_async(1);
   return batch;
 }
@@ -100,8 +99,8 @@ void BatchClaims::finish() {
   for (int64_t period = std::max<int64_t>(0, period_ - 1); period <= period_; ++period) delete_period(period);
 }
 
-int64_t BatchClaims::add(int64_t value) {
-  return wait(add_async(value), claiming(period_), str_cat("store add ", key(period_)));
+int64_t BatchClaims::wait_for_add(std::future<int64_t> call) const {
+  return wait(std::move(call), claiming(period_), str_cat("store add ", key(period_)));
 }
 
 std::future<int64_t> BatchClaims::add_async(int64_t value) {

@@ -2,8 +2,9 @@
 # ringtrain --balance on the real Fashion-MNIST under ringrun (2 ranks): given weights 3:1 split
 # the global batch 96/32 with identical ranks and the seeds' accuracy; --balance auto runs and
 # reports its split; a checkpoint taken with one split resumes with another; a rank of weight 0
-# sits out and ends with the others' weights; --balance dynamic trains every batch once; bad input (ranks given different weights included)
-# exits non-zero with a message naming the problem. (Whether auto follows real speed differences is
+# sits out and ends with the others' weights; --balance dynamic trains every batch once; bad input
+# (ranks given different weights, or auto and dynamic, included) exits non-zero with a message
+# naming the problem. (Whether auto follows real speed differences is
 # measured by bench/compare_hetero, not asserted here: tests never assert on time.)
 set -euo pipefail
 ringrun=$1
