@@ -12,10 +12,11 @@
 #include <ringtorch/models.h>
 #include <ringtorch/timeline.h>
 
-#include "apps/trainer/blas_threads.h"
 #include "apps/trainer/cpu_throttle.h"
 #include "apps/trainer/grad_compression.h"
 #include "apps/trainer/local_steps.h"
+#include "base/log.h"
+#include "base/openblas.h"
 #include "base/parse.h"
 
 namespace ringtorch {
@@ -71,6 +72,17 @@ void create_default_generator_once() {
   (void)generator;
 }
 
+// A process started without a launcher that sets OPENBLAS_CORETYPE may run OpenBLAS's oldest
+// kernels on a CPU its OpenBLAS does not know (base/openblas.h): said once per process.
+void warn_of_slow_blas_kernels_once() {
+  static const bool warned = [] {
+    const std::string advice = openblas_kernels_advice();
+    if (!advice.empty()) log_warning(advice);
+    return true;
+  }();
+  (void)warned;
+}
+
 // Every rank reads the whole set once; batches are gathered by the sampler's indices.
 void load_datasets(const TrainerOptions& o, int rank, ElasticHooks::Datasets& data) {
   if (data.train) return;
@@ -85,7 +97,7 @@ TrainingRun set_up_run(const TrainerOptions& o, ProcessGroup& group, ElasticHook
   create_default_generator_once();
   if (o.threads > 0) {
     torch::set_num_threads(o.threads);
-    set_blas_threads(o.threads);  // OpenBLAS keeps its own pool (blas_threads.h)
+    set_blas_threads(o.threads);  // OpenBLAS keeps its own pool (base/openblas.h)
   }
   TrainingRun run{o, group};
   run.rank = group.rank();
@@ -107,6 +119,7 @@ TrainingRun set_up_run(const TrainerOptions& o, ProcessGroup& group, ElasticHook
   }
   if (!run.devices.note.empty() && run.rank == 0) std::printf("%s\n", run.devices.note.c_str());
   run.device = run.devices.devices[0];
+  if (run.device.is_cpu()) warn_of_slow_blas_kernels_once();
   const ImageDataset& images = *run.train_set;
   const ImageShape shape{images.channels(), images.height(), images.width(), ImageDataset::kClasses};
   run.model = place_model(o, shape, run.devices.devices);

@@ -18,6 +18,7 @@
 
 #include "base/atomic_file.h"
 #include "base/log.h"
+#include "base/openblas.h"
 #include "rendezvous/init_method.h"
 #include "rendezvous/store_factory.h"
 #include "rendezvous/store_value.h"
@@ -181,6 +182,15 @@ void LaunchAgent::start_workers(int restart) {
   ran_workers_ = true;
   placement_.restart = restart;
   const bool omp_set = std::getenv("OMP_NUM_THREADS") != nullptr;
+  if (!openblas_coretype_) {
+    const OpenBlasKernels kernels = openblas_kernels();
+    openblas_coretype_ = kernels.better;
+    if (!kernels.better.empty()) {
+      log(str_cat("OpenBLAS picked its ", kernels.loaded,
+                  " kernels, older than this CPU's vector units: the workers get ",
+                  "OPENBLAS_CORETYPE=", kernels.better, " (set OPENBLAS_CORETYPE to choose yourself)"));
+    }
+  }
   bool any_running = false;
   for (auto& w : workers_) any_running = w.running() || any_running;
   // A new generation may move the ranks; log files stay with the workers that keep running.
@@ -218,7 +228,7 @@ void LaunchAgent::start_workers(int restart) {
     }
     SubprocessOptions spawn;
     spawn.argv = worker_command(config_, l);
-    spawn.env = worker_environment(config_, placement_, l, omp_set);
+    spawn.env = worker_environment(config_, placement_, l, omp_set, *openblas_coretype_);
     Subprocess worker = Subprocess::spawn(spawn);
     if (l < static_cast<int>(workers_.size())) {
       output_.remove(workers_[l].stdout_fd());

@@ -109,12 +109,13 @@ class LaunchAgent {
   ElasticGeneration generation_;
   GenerationEnd generation_end_;  // with Outcome::kGenerationEnded
   std::chrono::steady_clock::time_point generation_started_;
-  int64_t generation_started_us_ = 0;        // wall clock: the flight-recorder report reads files from then on
-  bool ran_workers_ = false;                 // this node started its program at least once (a job that ends
-                                             // before it did is no success of this node's)
-  bool store_lost_ = false;                  // an external store stopped answering: no more cross-node checks
-  c10::intrusive_ptr<c10d::Store> store_;    // the rendezvous store (hosted here on node 0)
-  c10::intrusive_ptr<c10d::Store> control_;  // agents' keys: ringrun/<run id>/elastic/g<generation>/
+  int64_t generation_started_us_ = 0;             // wall clock: the flight-recorder report reads files from then on
+  std::optional<std::string> openblas_coretype_;  // for the workers; probed, and said, at the first start
+  bool ran_workers_ = false;                      // this node started its program at least once (a job that ends
+                                                  // before it did is no success of this node's)
+  bool store_lost_ = false;                       // an external store stopped answering: no more cross-node checks
+  c10::intrusive_ptr<c10d::Store> store_;         // the rendezvous store (hosted here on node 0)
+  c10::intrusive_ptr<c10d::Store> control_;       // agents' keys: ringrun/<run id>/elastic/g<generation>/
   std::vector<Subprocess> workers_;
   std::vector<std::FILE*> logs_;        // one per local rank when --log_dir is given
   std::vector<std::string> log_paths_;  // their paths, for messages

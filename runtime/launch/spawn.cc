@@ -18,6 +18,7 @@
 #include <ringtorch/timeline.h>
 
 #include "base/log.h"
+#include "base/openblas.h"
 #include "runtime/comm/shm/shared_segment.h"
 #include "runtime/launch/output_forwarder.h"
 #include "runtime/launch/private_directory.h"
@@ -132,6 +133,13 @@ class SpawnContext::Impl {
       timeline_ = timeline;
       Timeline::release_environment_file();
     }
+    const OpenBlasKernels kernels = openblas_kernels();
+    openblas_coretype_ = kernels.better;
+    if (!kernels.better.empty()) {
+      log_info(str_cat("spawn(): OpenBLAS picked its ", kernels.loaded, " kernels, older than this CPU's vector ",
+                       "units: the ranks get OPENBLAS_CORETYPE=", kernels.better,
+                       " (set OPENBLAS_CORETYPE to choose yourself)"));
+    }
     thread_ = std::thread([this] { monitor(); });
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [this] { return started_ || done_; });
@@ -194,6 +202,7 @@ class SpawnContext::Impl {
     };
     if (options_.nprocs > 1 && !std::getenv("OMP_NUM_THREADS")) o.env["OMP_NUM_THREADS"] = "1";
     if (!timeline_.empty()) o.env["RINGTORCH_TIMELINE"] = timeline_part(timeline_, rank);  // merged at the end
+    if (!openblas_coretype_.empty()) o.env["OPENBLAS_CORETYPE"] = openblas_coretype_;      // base/openblas.h
     o.env["RINGTORCH_OUTPUT_PREFIXED"] = options_.prefix_output ? "1" : "0";  // the logger's rank (base/log.h)
     for (const auto& [key, value] : options_.env) o.env[key] = value;
     return o;
@@ -351,7 +360,8 @@ class SpawnContext::Impl {
   std::string program_;
   std::vector<std::string> argv_;
   std::string run_id_;
-  std::string timeline_;  // RINGTORCH_TIMELINE of this process: the ranks' parts are merged into it
+  std::string openblas_coretype_;  // what the ranks get: this process' openblas_kernels().better
+  std::string timeline_;           // RINGTORCH_TIMELINE of this process: the ranks' parts are merged into it
   std::unique_ptr<PrivateDirectory> directory_;  // the store, and the children's files
   std::unique_ptr<SignalWatch> signals_;
   std::thread thread_;

@@ -7,7 +7,8 @@
 namespace ringtorch {
 
 std::map<std::string, std::string> worker_environment(const LaunchConfig& c, const JobPlacement& p, int local_rank,
-                                                      bool omp_threads_already_set) {
+                                                      bool omp_threads_already_set,
+                                                      const std::string& openblas_coretype) {
   const int rank = p.first_rank + local_rank;
   const int world = p.world_size;
   std::map<std::string, std::string> env = {
@@ -45,6 +46,7 @@ std::map<std::string, std::string> worker_environment(const LaunchConfig& c, con
   }
   // As torchrun: several workers per node each with all cores' worth of threads oversubscribe.
   if (c.nproc_per_node > 1 && !omp_threads_already_set) env["OMP_NUM_THREADS"] = "1";
+  if (!openblas_coretype.empty()) env["OPENBLAS_CORETYPE"] = openblas_coretype;
   return env;
 }
 

@@ -29,8 +29,12 @@ struct JobPlacement {
   int generation = 0;        // RINGTORCH_ELASTIC_GENERATION
 };
 
+// `omp_threads_already_set`: the launcher's own environment has OMP_NUM_THREADS (kept, not
+// replaced). `openblas_coretype`: the OPENBLAS_CORETYPE workers get, the launcher's
+// openblas_kernels().better (base/openblas.h); empty: none is set.
 std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,
-                                                      int local_rank, bool omp_threads_already_set);
+                                                      int local_rank, bool omp_threads_already_set,
+                                                      const std::string& openblas_coretype = "");
 
 std::vector<std::string> worker_command(const LaunchConfig& config, int local_rank);
 

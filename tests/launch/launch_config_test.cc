@@ -144,6 +144,8 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
   EXPECT_EQ(env["RINGTORCH_FLIGHT_RECORDER_DIR"], "/logs/flight_recorder");
   EXPECT_EQ(env["RINGTORCH_TIMELINE"], "/out/run.json.rank5.json") << "each rank its own part";
+  EXPECT_EQ(env.count("OPENBLAS_CORETYPE"), 0u) << "none unless the launcher found one better";
+  EXPECT_EQ(worker_environment(c, p, 1, false, "SkylakeX")["OPENBLAS_CORETYPE"], "SkylakeX");
 }
 
 TEST(WorkerCommand, LegacyLocalRankUnlessUseEnv) {

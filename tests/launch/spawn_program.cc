@@ -14,6 +14,7 @@
 //   spawn_program not_reached        the children take another path and never reach spawn()
 //   spawn_program two_calls          spawn() twice; children of the second skip the first
 //   spawn_program after_thread_pool  the parent uses LibTorch's intra-op pool, then spawns
+//   spawn_program openblas_kernels   one rank prints its OPENBLAS_CORETYPE and the kernels OpenBLAS runs
 //   spawn_program print_then_wait    prints a line without flushing, then sleeps 60 s (no spawn)
 //
 // The parent prints "caught: ..." and exits 3 when spawn() throws.
@@ -35,6 +36,8 @@
 #include <ringtorch/process_group.h>
 #include <ringtorch/rendezvous.h>
 #include <ringtorch/spawn.h>
+
+#include "base/openblas.h"
 
 namespace {
 
@@ -175,6 +178,15 @@ int run(int argc, char** argv) {
     std::printf("between the calls\n");
     std::fflush(stdout);
     ringtorch::spawn([](int rank) { std::printf("second call, rank %d\n", rank); }, options);
+  } else if (scenario == "openblas_kernels") {
+    options.nprocs = 1;
+    ringtorch::spawn(
+        [](int rank) {
+          const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+          std::printf("rank %d: OPENBLAS_CORETYPE=[%s], runs [%s]\n", rank, coretype ? coretype : "(unset)",
+                      ringtorch::openblas_kernels().loaded.c_str());
+        },
+        options);
   } else if (scenario == "print_then_wait") {
     // No flush: the line reaches a pipe at once only if stdout is line-buffered.
     std::printf("a line before waiting\n");

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "base/openblas.h"
 #include "runtime/launch/subprocess.h"
 #include "support/capture.h"
 #include "support/test_paths.h"
@@ -196,6 +197,20 @@ TEST(Spawn, ChildrenOfASecondCallSkipTheFirst) {
   EXPECT_EQ(count(r.out, "second call, rank "), 2) << r.out;
   EXPECT_EQ(count(r.out, "\nbetween the calls\n") + (r.out.rfind("between the calls\n", 0) == 0 ? 1 : 0), 1) << r.out;
   EXPECT_EQ(count(r.out, "]: between the calls\n"), 2) << r.out;
+}
+
+// As ringrun (openblas_test.cc): a rank runs the OpenBLAS kernels its parent's OpenBLAS should
+// have picked on this CPU, which are those it did pick on a CPU it knows.
+TEST(Spawn, ARankRunsTheOpenBlasKernelsTheCpuHas) {
+  const OpenBlasKernels own = openblas_kernels();
+  if (own.loaded.empty()) GTEST_SKIP() << "the loaded BLAS is not OpenBLAS";
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set for this test";
+  const Captured r = run({"openblas_kernels"});
+  EXPECT_EQ(r.status.code, 0) << r.out << r.err;
+  const std::string expected = own.better.empty() ? "OPENBLAS_CORETYPE=[(unset)], runs [" + own.loaded + "]"
+                                                  : "OPENBLAS_CORETYPE=[" + own.better + "], runs [" + own.better + "]";
+  EXPECT_NE(r.out.find("rank 0: " + expected), std::string::npos) << r.out;
+  EXPECT_EQ(r.err.find("spawn(): OpenBLAS picked its ") != std::string::npos, !own.better.empty()) << r.err;
 }
 
 TEST(Spawn, WorksAfterTheParentUsedLibTorchsThreadPool) {
