@@ -11,12 +11,13 @@
 namespace ringtorch {
 namespace {
 
-// OpenBLAS's kernel sets for x86 CPUs without AVX2 (its corename[] names). An AVX2 set, or a
-// name not listed (a newer OpenBLAS's), is never second-guessed.
+// OpenBLAS's kernel sets for x86 CPUs without AVX2 (its corename[] names, as a DYNAMIC_ARCH build
+// reports them; a build for one CPU says "PRESCOTT" and ignores OPENBLAS_CORETYPE, so the
+// match is exact). An AVX2 set, or a name not listed (a newer OpenBLAS's), is never replaced.
 constexpr const char* kOlderThanAvx2[] = {
-    "Unknown", "Katmai",       "Coppermine", "Northwood", "Prescott", "Banias", "Atom",
-    "Core2",   "Penryn",       "Dunnington", "Nehalem",   "Athlon",   "Opteron", "Opteron_SSE3",
-    "Barcelona", "Nano",       "Sandybridge", "Bobcat",   "Bulldozer", "Piledriver", "Steamroller",
+    "Unknown",   "Katmai", "Coppermine",  "Northwood", "Prescott",  "Banias",     "Atom",
+    "Core2",     "Penryn", "Dunnington",  "Nehalem",   "Athlon",    "Opteron",    "Opteron_SSE3",
+    "Barcelona", "Nano",   "Sandybridge", "Bobcat",    "Bulldozer", "Piledriver", "Steamroller",
 };
 
 // Looked up rather than linked: which BLAS libblas.so.3 is (OpenBLAS, the reference BLAS, BLIS)
@@ -50,7 +51,8 @@ CpuVectorUnits this_cpu_vector_units() {
 }
 
 std::string better_openblas_core(const std::string& loaded, CpuVectorUnits units) {
-  const bool older = std::find(std::begin(kOlderThanAvx2), std::end(kOlderThanAvx2), loaded) != std::end(kOlderThanAvx2);
+  const bool older =
+      std::find(std::begin(kOlderThanAvx2), std::end(kOlderThanAvx2), loaded) != std::end(kOlderThanAvx2);
   if (!older) return "";
   if (units.avx512) return "SkylakeX";
   if (units.avx2_fma) return "Haswell";

@@ -2,9 +2,9 @@
 // and which of its kernels it runs.
 //
 // Kernels: OpenBLAS (Debian's is built DYNAMIC_ARCH) picks a kernel set by the CPU's family and
-// model when it loads, and a model it does not know gets its oldest set, "Prescott" (SSE3). The
-// OpenBLAS 0.3.21 of Debian 12 does not know, for one, Intel's family 6 model 207 (a cloud VM's
-// "Intel Xeon Processor" with AVX-512), where dense layers then run about 3x slower than with
+// model when it loads. The OpenBLAS 0.3.21 of Debian 12 gives an Intel model its detection does
+// not know its oldest set, "Prescott" (SSE3): Intel's family 6 model 207 (a cloud VM's "Intel
+// Xeon Processor" with AVX-512), for one, where dense layers then run about 3x slower than with
 // OPENBLAS_CORETYPE=SkylakeX (docs/training.md, "OpenBLAS's kernels", has the figures).
 // The choice is made at load time, before main(), so a process cannot change its own: a
 // launcher sets OPENBLAS_CORETYPE to its own openblas_kernels().better for the workers it
@@ -15,8 +15,9 @@
 //   const std::string advice = ringtorch::openblas_kernels_advice();
 //   if (!advice.empty()) std::fprintf(stderr, "%s\n", advice.c_str());  // before training
 //
-// Thread-safety: every function may be called from any thread; set_blas_threads() not while a
-// product runs (OpenBLAS resizes its pool).
+// Thread-safety: every function may be called from any thread while none calls setenv() (they
+// read OPENBLAS_CORETYPE); set_blas_threads() not while a product runs (OpenBLAS resizes its
+// pool).
 #pragma once
 
 #include <string>

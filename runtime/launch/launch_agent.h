@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <string>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <vector>
 

@@ -79,6 +79,21 @@ std::string own_program() {
   return path.string();
 }
 
+// The OPENBLAS_CORETYPE the ranks get (base/openblas.h), probed and said once per process: the
+// answer cannot change, and a program that spawns twice should not read the line twice.
+std::string openblas_core_for_ranks() {
+  static const std::string core = [] {
+    const OpenBlasKernels kernels = openblas_kernels();
+    if (!kernels.better.empty()) {
+      log_info(str_cat("spawn(): OpenBLAS picked its ", kernels.loaded, " kernels, older than this CPU's vector ",
+                       "units: the ranks get OPENBLAS_CORETYPE=", kernels.better,
+                       " (set OPENBLAS_CORETYPE to choose yourself)"));
+    }
+    return kernels.better;
+  }();
+  return core;
+}
+
 // The kind a ProcessFailedError takes: the child's own when it raised a ringtorch error, else
 // PeerLost (a rank of the job died).
 ErrorKind kind_of(const std::optional<std::string>& raised) {
@@ -133,13 +148,7 @@ class SpawnContext::Impl {
       timeline_ = timeline;
       Timeline::release_environment_file();
     }
-    const OpenBlasKernels kernels = openblas_kernels();
-    openblas_coretype_ = kernels.better;
-    if (!kernels.better.empty()) {
-      log_info(str_cat("spawn(): OpenBLAS picked its ", kernels.loaded, " kernels, older than this CPU's vector ",
-                       "units: the ranks get OPENBLAS_CORETYPE=", kernels.better,
-                       " (set OPENBLAS_CORETYPE to choose yourself)"));
-    }
+    openblas_coretype_ = openblas_core_for_ranks();
     thread_ = std::thread([this] { monitor(); });
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [this] { return started_ || done_; });

@@ -34,7 +34,7 @@ struct JobPlacement {
 // openblas_kernels().better (base/openblas.h); empty: none is set.
 std::map<std::string, std::string> worker_environment(const LaunchConfig& config, const JobPlacement& placement,
                                                       int local_rank, bool omp_threads_already_set,
-                                                      const std::string& openblas_coretype = "");
+                                                      const std::string& openblas_coretype);
 
 std::vector<std::string> worker_command(const LaunchConfig& config, int local_rank);
 

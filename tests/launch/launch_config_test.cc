@@ -122,7 +122,7 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
   p.elastic_run = "run7";
   p.elastic_node = "host:42";
   p.generation = 3;
-  auto env = worker_environment(c, p, 1, false);
+  auto env = worker_environment(c, p, 1, false, "");
   const std::map<std::string, std::string> expected = {{"RANK", "5"},
                                                        {"LOCAL_RANK", "1"},
                                                        {"WORLD_SIZE", "6"},
@@ -141,7 +141,7 @@ TEST(WorkerEnvironment, TorchrunVariablesForEachWorker) {
                                                        {"OMP_NUM_THREADS", "1"}};
   for (const auto& [name, value] : expected) EXPECT_EQ(env[name], value) << name;
   EXPECT_EQ(env["RINGTORCH_TIMEOUT"].substr(0, 2), "30");
-  EXPECT_EQ(worker_environment(c, p, 1, true).count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
+  EXPECT_EQ(worker_environment(c, p, 1, true, "").count("OMP_NUM_THREADS"), 0u) << "a user's setting wins";
   EXPECT_EQ(env["RINGTORCH_FLIGHT_RECORDER_DIR"], "/logs/flight_recorder");
   EXPECT_EQ(env["RINGTORCH_TIMELINE"], "/out/run.json.rank5.json") << "each rank its own part";
   EXPECT_EQ(env.count("OPENBLAS_CORETYPE"), 0u) << "none unless the launcher found one better";

@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 
 #include "runtime/launch/subprocess.h"
 #include "support/capture.h"
@@ -31,14 +35,32 @@ TEST(OpenBlasKernels, ItsOwnAvx2ChoicesAndUnknownNamesStand) {
   EXPECT_EQ(better_openblas_core("SomeFutureCore", avx512), "") << "a newer OpenBLAS's name";
 }
 
+// The units as libgcc reports them (the OS's support included) against the kernel's own flags.
+TEST(OpenBlasKernels, TheCpusUnitsAreThoseItsFlagsList) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line) && line.rfind("flags", 0) != 0) {
+  }
+  if (line.empty()) GTEST_SKIP() << "no flags line in /proc/cpuinfo (not x86?)";
+  std::set<std::string> flags;
+  std::istringstream words(line.substr(line.find(':') + 1));
+  for (std::string word; words >> word;) flags.insert(word);
+  const auto has = [&](const char* flag) { return flags.count(flag) > 0; };
+  const CpuVectorUnits units = this_cpu_vector_units();
+  EXPECT_EQ(units.avx2_fma, has("avx2") && has("fma"));
+  EXPECT_EQ(units.avx512, has("avx512f") && has("avx512cd") && has("avx512bw") && has("avx512dq") && has("avx512vl"));
+}
+
 // A user's OPENBLAS_CORETYPE is theirs: nothing to raise, nothing to say.
 TEST(OpenBlasKernels, AUsersSettingIsLeftAlone) {
   if (openblas_kernels().loaded.empty()) GTEST_SKIP() << "the loaded BLAS is not OpenBLAS";
   const char* before = std::getenv("OPENBLAS_CORETYPE");
   const std::string saved = before ? before : "";
-  ::setenv("OPENBLAS_CORETYPE", "Haswell", 1);
-  EXPECT_EQ(openblas_kernels().better, "");
-  EXPECT_EQ(openblas_kernels_advice(), "");
+  for (const char* setting : {"Haswell", ""}) {  // empty too: OpenBLAS loaded by it (base/openblas.cc)
+    ::setenv("OPENBLAS_CORETYPE", setting, 1);
+    EXPECT_EQ(openblas_kernels().better, "") << "'" << setting << "'";
+    EXPECT_EQ(openblas_kernels_advice(), "") << "'" << setting << "'";
+  }
   if (before) {
     ::setenv("OPENBLAS_CORETYPE", saved.c_str(), 1);
   } else {
@@ -48,9 +70,17 @@ TEST(OpenBlasKernels, AUsersSettingIsLeftAlone) {
 
 std::string worker_coretype(const std::string& launchers_setting, std::string* err) {
   SubprocessOptions spawn;
-  spawn.argv = {testing::build_path("apps/ringrun"), "--standalone", "--nproc_per_node", "1", "--use_env", "/bin/sh",
-                "-c", "echo \"coretype=[$OPENBLAS_CORETYPE]\""};
+  const std::string print = "echo \"coretype=[$OPENBLAS_CORETYPE]\"";
+  spawn.argv = {testing::build_path("apps/ringrun"),
+                "--standalone",
+                "--nproc_per_node",
+                "1",
+                "--use_env",
+                "/bin/sh",
+                "-c",
+                print};
   for (const char* v : {"RANK", "WORLD_SIZE", "RINGTORCH_RUN_ID", "RINGTORCH_RDZV_ENDPOINT"}) spawn.env[v] = "";
+  spawn.env["RINGTORCH_LOG_LEVEL"] = "info";  // ringrun's line is checked below
   if (!launchers_setting.empty()) spawn.env["OPENBLAS_CORETYPE"] = launchers_setting;  // else unset, as here
   auto p = Subprocess::spawn(spawn);
   const auto r = testing::finish(p);
@@ -68,7 +98,7 @@ std::string worker_coretype(const std::string& launchers_setting, std::string* e
 TEST(OpenBlasKernels, RingrunGivesItsWorkersWhatItsOwnOpenBlasShouldHavePicked) {
   const OpenBlasKernels own = openblas_kernels();
   if (own.loaded.empty()) GTEST_SKIP() << "the loaded BLAS is not OpenBLAS";
-  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set for this test: its own kernels are not OpenBLAS's pick";
+  if (std::getenv("OPENBLAS_CORETYPE")) GTEST_SKIP() << "OPENBLAS_CORETYPE is set: not OpenBLAS's own pick";
   std::string err;
   EXPECT_EQ(worker_coretype("", &err), own.better) << "OpenBLAS picked " << own.loaded;
   EXPECT_EQ(err.find("OpenBLAS picked its ") != std::string::npos, !own.better.empty()) << err;
