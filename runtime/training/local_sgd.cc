@@ -43,6 +43,37 @@ c10::impl::GenericDict state_parameters(const c10::IValue& state) {
   return state.toGenericDict().at("parameters").toGenericDict();
 }
 
+// Whether the outer step can take apply_outer_step_floats(): float32 CPU tensors, contiguous.
+bool cpu_floats(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous();
+}
+
+// The outer step for one float32 CPU parameter in one pass over its elements, where the tensor
+// operations below made about fifteen with temporaries (measured: docs/benchmarks.md, "Local SGD
+// on slow links and unequal ranks"). Element by element, in the tensor path's order: the
+// averaged change c = sum / total; with momentum m, momentum = m momentum + c (c itself at the
+// first step) and the step c + m momentum (Nesterov) or momentum; anchor -= lr step (when
+// `move_anchor`: a step some rank trained for); then the parameter keeps this rank's change
+// since `base` (`keep_change`) or becomes the anchor, and base becomes the anchor.
+template <typename Sum>
+void apply_outer_step_floats(const Sum* sum, float total, float m, bool first_momentum, bool nesterov, float lr,
+                             bool move_anchor, bool keep_change, float* momentum, float* anchor, float* base,
+                             float* parameter, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) {
+    if (move_anchor) {
+      const float change = static_cast<float>(sum[k]) / total;
+      float step = change;
+      if (m > 0) {
+        momentum[k] = first_momentum ? change : momentum[k] * m + change;
+        step = nesterov ? change + m * momentum[k] : momentum[k];
+      }
+      anchor[k] = anchor[k] - lr * step;
+    }
+    parameter[k] = keep_change ? parameter[k] + (anchor[k] - base[k]) : anchor[k];
+    base[k] = anchor[k];
+  }
+}
+
 }  // namespace
 
 at::Tensor optimizer_state_vector(const torch::optim::Optimizer& optimizer) {
@@ -133,14 +164,42 @@ void LocalSgd::start_outer_step() {
   const at::TensorOptions options = at::TensorOptions()
                                         .dtype(common_dtype(parameters_))
                                         .device(parameters_.empty() ? at::kCPU : parameters_[0].device());
-  std::vector<at::Tensor> changes;
-  for (size_t i = 0; i < parameters_.size(); ++i) changes.push_back((base_[i] - parameters_[i].detach()) * weight);
   std::vector<at::Tensor> rest;
   for (const auto& b : buffers_) rest.push_back(b.detach() * weight);
   rest.push_back(at::full({1}, weight, options));
+  bool floats = options.device().is_cpu();
+  int64_t elements = 0;
+  for (const auto& p : parameters_) {
+    floats = floats && cpu_floats(p);
+    elements += p.numel();
+  }
+  std::vector<at::Tensor> changes;
+  if (floats) {  // w (base - parameters) straight into the flat tensor sent, one pass (apply_outer_step_floats)
+    at::Tensor flat = at::empty({elements}, options.dtype(options_.bf16_outer_gradient ? at::kBFloat16 : at::kFloat));
+    const auto fill = [&](auto* out) {
+      const float w = static_cast<float>(weight);
+      for (size_t i = 0; i < parameters_.size(); ++i) {
+        const float* p = parameters_[i].data_ptr<float>();
+        float* base = base_[i].data_ptr<float>();
+        for (int64_t k = 0, n = parameters_[i].numel(); k < n; ++k) {
+          out[k] = (base[k] - p[k]) * w;
+          base[k] = p[k];  // the base of the next period's change
+        }
+        out += parameters_[i].numel();
+      }
+    };
+    if (options_.bf16_outer_gradient) {
+      fill(flat.data_ptr<at::BFloat16>());
+    } else {
+      fill(flat.data_ptr<float>());
+    }
+    changes.push_back(flat);
+  } else {
+    for (size_t i = 0; i < parameters_.size(); ++i) changes.push_back((base_[i] - parameters_[i].detach()) * weight);
+  }
   auto pending = std::make_unique<Pending>();
   if (options_.bf16_outer_gradient) {
-    pending->change = flat_cat(changes, options.dtype(at::kBFloat16));
+    pending->change = floats ? changes.front() : flat_cat(changes, options.dtype(at::kBFloat16));
     pending->rest = flat_cat(rest, options);
     pending->works.push_back(group_->allreduce_async(pending->change, ReduceOp::kSum));
     pending->works.push_back(group_->allreduce_async(pending->rest, ReduceOp::kSum));
@@ -156,7 +215,9 @@ void LocalSgd::start_outer_step() {
     pending->works.push_back(group_->allreduce_async(pending->counts, ReduceOp::kMax));
     elements_per_outer_step_ += pending->counts.numel();
   }
-  for (size_t i = 0; i < parameters_.size(); ++i) base_[i].copy_(parameters_[i]);
+  if (!floats) {
+    for (size_t i = 0; i < parameters_.size(); ++i) base_[i].copy_(parameters_[i]);
+  }
   pending_ = std::move(pending);
   steps_since_start_ = 0;
   stats_.inner_steps_in_period = 0;
@@ -173,9 +234,9 @@ void LocalSgd::finish_outer_step() {
   const auto waiting = std::chrono::steady_clock::now();
   for (auto& work : pending->works) work->wait();
   stats_.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waiting).count();
-  const at::Tensor sums = pending->change.defined()
-                              ? at::cat({pending->change.to(pending->rest.scalar_type()), pending->rest})
-                              : pending->rest;
+  const at::Tensor& rest = pending->rest;
+  // The outer gradient's sums come first: in their own tensor with bf16, else at the start of `rest`.
+  const at::Tensor& changes = pending->change.defined() ? pending->change : rest;
   if (pending->counts.defined()) {
     int64_t offset = 0;
     for (auto& c : counters_) {
@@ -183,19 +244,43 @@ void LocalSgd::finish_outer_step() {
       offset += c.numel();
     }
   }
-  const double total_weight = sums[sums.numel() - 1].item<double>();
-  if (total_weight > 0) {  // else no rank trained: the anchor stays
-    const double m = options_.outer_momentum;
-    const bool first_momentum = momentum_.empty();
-    int64_t offset = 0;
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      const at::Tensor& p = parameters_[i];
-      at::Tensor change = sums.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type()) / total_weight;
+  const double total_weight = rest[rest.numel() - 1].item<double>();
+  const bool move_anchor = total_weight > 0;  // else no rank trained: the anchor stays
+  const bool trained_since = stats_.inner_steps_in_period > 0;
+  const double m = options_.outer_momentum;
+  const bool first_momentum = momentum_.empty();
+  bool floats =
+      changes.device().is_cpu() && (changes.scalar_type() == at::kFloat || changes.scalar_type() == at::kBFloat16);
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    floats = floats && cpu_floats(parameters_[i]) && cpu_floats(anchor_[i]) && cpu_floats(base_[i]) &&
+             (first_momentum || cpu_floats(momentum_[i]));  // a loaded momentum keeps its saved strides
+  }
+  int64_t offset = 0;
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    const at::Tensor& p = parameters_[i];
+    if (m > 0 && first_momentum && move_anchor) momentum_.push_back(at::empty_like(p));
+    if (floats) {
+      float* momentum = m > 0 && move_anchor ? momentum_[i].data_ptr<float>() : nullptr;
+      const auto apply = [&](const auto* sum) {
+        apply_outer_step_floats(sum + offset, static_cast<float>(total_weight), static_cast<float>(m), first_momentum,
+                                options_.nesterov, static_cast<float>(options_.outer_lr), move_anchor, trained_since,
+                                momentum, anchor_[i].data_ptr<float>(), base_[i].data_ptr<float>(), p.data_ptr<float>(),
+                                p.numel());
+      };
+      if (changes.scalar_type() == at::kBFloat16) {
+        apply(changes.data_ptr<at::BFloat16>());
+      } else {
+        apply(changes.data_ptr<float>());
+      }
       offset += p.numel();
+      continue;
+    }
+    if (move_anchor) {
+      at::Tensor change = changes.narrow(0, offset, p.numel()).view(p.sizes()).to(p.scalar_type()) / total_weight;
       at::Tensor step = change;
       if (m > 0) {
         if (first_momentum) {
-          momentum_.push_back(change.clone());
+          momentum_[i].copy_(change);
         } else {
           momentum_[i].mul_(m).add_(change);
         }
@@ -203,19 +288,20 @@ void LocalSgd::finish_outer_step() {
       }
       anchor_[i].sub_(step, options_.outer_lr);
     }
-    for (auto& b : buffers_) {
-      b.copy_(sums.narrow(0, offset, b.numel()).view(b.sizes()) / total_weight);
-      offset += b.numel();
-    }
-  }
-  const bool trained_since = stats_.inner_steps_in_period > 0;
-  for (size_t i = 0; i < parameters_.size(); ++i) {
+    offset += p.numel();
     if (trained_since) {
-      parameters_[i].add_(anchor_[i] - base_[i]);
+      p.add_(anchor_[i] - base_[i]);
     } else {
-      parameters_[i].copy_(anchor_[i]);  // exactly: the replicas are bitwise equal
+      p.copy_(anchor_[i]);  // exactly: the replicas are bitwise equal
     }
     base_[i].copy_(anchor_[i]);
+  }
+  if (move_anchor) {
+    int64_t at = pending->change.defined() ? 0 : offset;  // the buffers follow the outer gradient in `rest`
+    for (auto& b : buffers_) {
+      b.copy_(rest.narrow(0, at, b.numel()).view(b.sizes()) / total_weight);
+      at += b.numel();
+    }
   }
 }
 

@@ -68,51 +68,61 @@ std::pair<at::Tensor, at::Tensor> batch_of(int rank, int step) {
 }
 
 // Two ranks move the weight [1, 2, 3] by known amounts with known sample counts; the average is
-// weighted by the counts, then outer lr and Nesterov momentum apply as torch.optim.SGD's.
+// weighted by the counts, then outer lr and Nesterov momentum apply as torch.optim.SGD's. In
+// float32, whose CPU parameters take one fused pass, and in float64, which takes tensor operations.
 TEST(LocalSgd, TheOuterGradientIsTheSampleWeightedAverageOfTheChanges) {
-  testing::on_thread_ranks(2, [](ProcessGroup& group) {
-    Tiny tiny;
-    LocalSgdOptions options;
-    options.outer_lr = 0.5;
-    options.outer_momentum = 0.9;
-    LocalSgd local(*tiny, borrow(group), options);
-    const int r = group.rank();
-    const at::Tensor anchor = torch::tensor({1.0f, 2.0f, 3.0f});
-    // Changes (anchor - parameters) 0.1 x [1, 1, 1] on rank 0 (30 samples) and [1, -1, 2] on
-    // rank 1 (10 samples): Δ = (30 x 0.1 [1,1,1] + 10 [1,-1,2]) / 40 = [0.325, -0.175, 0.575].
-    const at::Tensor change0 = torch::tensor({0.1f, 0.1f, 0.1f}), change1 = torch::tensor({1.0f, -1.0f, 2.0f});
-    const at::Tensor expected_change = (30 * change0 + 10 * change1) / 40;
-    {
-      torch::NoGradGuard no_grad;
-      tiny->weight.copy_(anchor - (r == 0 ? change0 : change1));
-      tiny->mean.copy_(r == 0 ? torch::tensor({1.0f, 2.0f}) : torch::tensor({5.0f, 6.0f}));
-      tiny->count.fill_(r == 0 ? 7 : 4);
-    }
-    local.record_inner_step(r == 0 ? 20 : 10);
-    if (r == 0) local.record_inner_step(10);
-    EXPECT_EQ(local.stats().inner_steps_in_period, r == 0 ? 2 : 1);
-    local.outer_step();
-    // First outer step: momentum b = Δ; step Δ + 0.9 b = 1.9 Δ.
-    const at::Tensor first = anchor - 0.5 * 1.9 * expected_change;
-    EXPECT_TRUE(at::allclose(tiny->weight, first, 1e-6, 1e-6)) << tiny->weight << " vs " << first;
-    EXPECT_TRUE(at::allclose(tiny->mean, torch::tensor({2.0f, 3.0f}), 1e-6, 1e-6)) << tiny->mean;
-    EXPECT_EQ(tiny->count.item<int64_t>(), 7);
-    EXPECT_EQ(local.stats().outer_steps, 1);
-    EXPECT_EQ(local.stats().inner_steps_in_period, 0);
-    EXPECT_EQ(local.elements_per_outer_step(), 3 + 2 + 1 + 1);
-    // Second: both ranks change by c = [0.2, 0, 0] with equal weights: b = 0.9 Δ + c; step c + 0.9 b.
-    {
-      torch::NoGradGuard no_grad;
-      tiny->weight.sub_(torch::tensor({0.2f, 0.0f, 0.0f}));
-    }
-    local.record_inner_step(5);
-    local.outer_step();
-    const at::Tensor c = torch::tensor({0.2f, 0.0f, 0.0f});
-    const at::Tensor momentum = 0.9 * expected_change + c;
-    const at::Tensor second = first - 0.5 * (c + 0.9 * momentum);
-    EXPECT_TRUE(at::allclose(tiny->weight, second, 1e-6, 1e-6)) << tiny->weight << " vs " << second;
-    expect_identical_across_ranks(group, *tiny, "after the second outer step");
-  });
+  for (const at::ScalarType dtype : {at::kFloat, at::kDouble}) {
+    SCOPED_TRACE(c10::toString(dtype));
+    testing::on_thread_ranks(2, [dtype](ProcessGroup& group) {
+      Tiny tiny;
+      {  // Module::to(dtype) would convert the integer buffer too
+        torch::NoGradGuard no_grad;
+        tiny->weight.set_data(tiny->weight.to(dtype));
+        tiny->mean.set_data(tiny->mean.to(dtype));
+      }
+      LocalSgdOptions options;
+      options.outer_lr = 0.5;
+      options.outer_momentum = 0.9;
+      LocalSgd local(*tiny, borrow(group), options);
+      const int r = group.rank();
+      const at::Tensor anchor = torch::tensor({1.0f, 2.0f, 3.0f}).to(dtype);
+      // Changes (anchor - parameters) 0.1 x [1, 1, 1] on rank 0 (30 samples) and [1, -1, 2] on
+      // rank 1 (10 samples): Δ = (30 x 0.1 [1,1,1] + 10 [1,-1,2]) / 40 = [0.325, -0.175, 0.575].
+      const at::Tensor change0 = torch::tensor({0.1f, 0.1f, 0.1f}).to(dtype);
+      const at::Tensor change1 = torch::tensor({1.0f, -1.0f, 2.0f}).to(dtype);
+      const at::Tensor expected_change = (30 * change0 + 10 * change1) / 40;
+      {
+        torch::NoGradGuard no_grad;
+        tiny->weight.copy_(anchor - (r == 0 ? change0 : change1));
+        tiny->mean.copy_(r == 0 ? torch::tensor({1.0f, 2.0f}) : torch::tensor({5.0f, 6.0f}));
+        tiny->count.fill_(r == 0 ? 7 : 4);
+      }
+      local.record_inner_step(r == 0 ? 20 : 10);
+      if (r == 0) local.record_inner_step(10);
+      EXPECT_EQ(local.stats().inner_steps_in_period, r == 0 ? 2 : 1);
+      local.outer_step();
+      // First outer step: momentum b = Δ; step Δ + 0.9 b = 1.9 Δ.
+      const at::Tensor first = anchor - 0.5 * 1.9 * expected_change;
+      EXPECT_TRUE(at::allclose(tiny->weight, first, 1e-6, 1e-6)) << tiny->weight << " vs " << first;
+      EXPECT_TRUE(at::allclose(tiny->mean, torch::tensor({2.0f, 3.0f}).to(dtype), 1e-6, 1e-6)) << tiny->mean;
+      EXPECT_EQ(tiny->count.item<int64_t>(), 7);
+      EXPECT_EQ(local.stats().outer_steps, 1);
+      EXPECT_EQ(local.stats().inner_steps_in_period, 0);
+      EXPECT_EQ(local.elements_per_outer_step(), 3 + 2 + 1 + 1);
+      // Second: both ranks change by c = [0.2, 0, 0] with equal weights: b = 0.9 Δ + c; step c + 0.9 b.
+      const at::Tensor c = torch::tensor({0.2f, 0.0f, 0.0f}).to(dtype);
+      {
+        torch::NoGradGuard no_grad;
+        tiny->weight.sub_(c);
+      }
+      local.record_inner_step(5);
+      local.outer_step();
+      const at::Tensor momentum = 0.9 * expected_change + c;
+      const at::Tensor second = first - 0.5 * (c + 0.9 * momentum);
+      EXPECT_TRUE(at::allclose(tiny->weight, second, 1e-6, 1e-6)) << tiny->weight << " vs " << second;
+      expect_identical_across_ranks(group, *tiny, "after the second outer step");
+    });
+  }
 }
 
 // A rank that trained no samples adds nothing; when none did, the parameters go back to the anchor.
