@@ -169,9 +169,9 @@ void LocalSgd::start_outer_step() {
   rest.push_back(at::full({1}, weight, options));
   bool floats = options.device().is_cpu();
   int64_t elements = 0;
-  for (const auto& p : parameters_) {
-    floats = floats && cpu_floats(p);
-    elements += p.numel();
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    floats = floats && cpu_floats(parameters_[i]) && cpu_floats(base_[i]);  // both written through pointers
+    elements += parameters_[i].numel();
   }
   std::vector<at::Tensor> changes;
   if (floats) {  // w (base - parameters) straight into the flat tensor sent, one pass (apply_outer_step_floats)
